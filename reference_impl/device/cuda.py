@@ -1,0 +1,200 @@
+"""CudaDevice: the Device protocol over CuPy arrays, accounted by RMM when present.
+
+Importing this module never touches CUDA; constructing a CudaDevice does, and
+fails with :class:`DeviceUnavailableError` on a machine without a usable GPU.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from .errors import DeviceUnavailableError
+from .ledger import MAX_OOM_RETRIES
+from .oom import OomHandler, OomHandlers
+from .sizes import parse_bytes
+
+
+def cuda_available() -> bool:
+    """True when CuPy imports and sees at least one GPU."""
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+def _import_cupy():
+    try:
+        import cupy
+    except ImportError as exc:
+        raise DeviceUnavailableError(
+            "the cuda device needs CuPy; install the 'gpu' extra "
+            "(pip install 'proxify-conformance[gpu]')"
+        ) from exc
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:
+        raise DeviceUnavailableError(f"CuPy cannot reach a GPU: {exc}") from exc
+    if count == 0:
+        raise DeviceUnavailableError("CuPy sees no GPU on this machine")
+    return cupy
+
+
+class _RmmAccounting:
+    """Limit, statistics and failure callback from RMM's resource adaptors."""
+
+    def __init__(self, capacity: int, on_oom: OomHandler):
+        import rmm
+        from rmm.allocators.cupy import rmm_cupy_allocator
+
+        import cupy
+
+        upstream = rmm.mr.get_current_device_resource()
+        self._stats = rmm.mr.StatisticsResourceAdaptor(
+            rmm.mr.LimitingResourceAdaptor(upstream, capacity)
+        )
+        self._resource = rmm.mr.FailureCallbackResourceAdaptor(self._stats, on_oom)
+        rmm.mr.set_current_device_resource(self._resource)
+        cupy.cuda.set_allocator(rmm_cupy_allocator)
+
+    def in_use(self) -> int:
+        return int(self._stats.allocation_counts["current_bytes"])
+
+    def peak(self) -> int:
+        return int(self._stats.allocation_counts["peak_bytes"])
+
+
+class _PoolAccounting:
+    """Fallback without RMM: a CuPy memory pool with a hard limit."""
+
+    def __init__(self, capacity: int):
+        import cupy
+
+        self._pool = cupy.cuda.MemoryPool()
+        self._pool.set_limit(size=capacity)
+        cupy.cuda.set_allocator(self._pool.malloc)
+        self._peak = 0
+
+    def in_use(self) -> int:
+        used = int(self._pool.used_bytes())
+        self._peak = max(self._peak, used)
+        return used
+
+    def peak(self) -> int:
+        return max(self._peak, self.in_use())
+
+
+class CudaDevice:
+    """A real GPU. ``bytes_in_use`` is what the allocator measured."""
+
+    kind = "cuda"
+
+    def __init__(self, capacity: int | str | None = None, *, device_id: int = 0):
+        self._cp = cp = _import_cupy()
+        cp.cuda.Device(device_id).use()
+        total = cp.cuda.Device(device_id).mem_info[1]
+        self.capacity = parse_bytes(capacity, what="device capacity") if capacity else int(total)
+        self.name = f"cuda:{device_id}"
+        self._oom = OomHandlers()
+        self._lock = threading.Lock()
+        self._h2d = 0
+        self._d2h = 0
+        self._retries = 0
+        self._peak_at_reset = 0
+        self._use_at_reset = 0
+        try:
+            self._acct: Any = _RmmAccounting(self.capacity, self._on_rmm_failure)
+            self.allocator = "rmm"
+        except ImportError:
+            self._acct = _PoolAccounting(self.capacity)
+            self.allocator = "cupy-pool"
+
+    def __repr__(self) -> str:
+        return f"<CudaDevice {self.name} ({self.allocator}) {self.bytes_in_use():,}/{self.capacity:,}>"
+
+    # RMM calls this with the requested size; handlers get the shortfall.
+    def _on_rmm_failure(self, nbytes: int) -> bool:
+        shortfall = max(1, self.bytes_in_use() + nbytes - self.capacity)
+        freed = self._retries < MAX_OOM_RETRIES and self._oom.free(shortfall)
+        self._retries = self._retries + 1 if freed else 0
+        return freed
+
+    def _with_oom_retry(self, make):
+        """CuPy-pool path: emulate RMM's failure callback around one allocation."""
+        cp = self._cp
+        for _ in range(MAX_OOM_RETRIES):
+            try:
+                return make()
+            except cp.cuda.memory.OutOfMemoryError as exc:
+                need = getattr(exc, "size", 0) or 1
+                if not self._oom.free(need):
+                    raise MemoryError(str(exc)) from exc
+        return make()
+
+    def empty(self, shape: int | tuple[int, ...], dtype: Any = "float64") -> Any:
+        import numpy as np
+
+        dtype = np.dtype(dtype)
+        if dtype.hasobject:
+            raise TypeError(f"dtype {dtype} holds Python objects and cannot live on a device")
+        dims = (shape,) if isinstance(shape, int) else tuple(shape)
+        if any(d < 0 for d in dims):
+            raise ValueError(f"negative dimensions are not allowed: {shape!r}")
+        return self._with_oom_retry(lambda: self._cp.empty(dims, dtype=dtype))
+
+    def asarray(self, data: Any, dtype: Any = None) -> Any:
+        cp = self._cp
+        if isinstance(data, cp.ndarray) and dtype in (None, data.dtype):
+            return data
+        arr = self._with_oom_retry(lambda: cp.asarray(data, dtype=dtype))
+        with self._lock:
+            self._h2d += arr.nbytes
+        return arr
+
+    def to_host(self, arr: Any) -> Any:
+        host = self._cp.asnumpy(arr)
+        with self._lock:
+            self._d2h += host.nbytes
+        return host
+
+    def is_device_array(self, obj: Any) -> bool:
+        return isinstance(obj, self._cp.ndarray)
+
+    def allocation_of(self, arr: Any) -> tuple[int, int]:
+        if not isinstance(arr, self._cp.ndarray):
+            raise TypeError(f"{type(arr).__name__} is not a CuPy array of {self.name}")
+        mem = arr.data.mem
+        return int(mem.ptr), int(mem.size)
+
+    def bytes_in_use(self) -> int:
+        self._cp.cuda.runtime.deviceSynchronize()
+        return self._acct.in_use()
+
+    def peak_bytes(self) -> int:
+        # The allocator's peak is all-time. Once it rises past its value at the
+        # last reset, it is the exact peak since then; before that we only know
+        # a lower bound, the larger of the usage then and now.
+        peak = self._acct.peak()
+        if peak > self._peak_at_reset:
+            return peak
+        return max(self._use_at_reset, self.bytes_in_use())
+
+    def reset_peak(self) -> None:
+        self._peak_at_reset = self._acct.peak()
+        self._use_at_reset = self.bytes_in_use()
+
+    @property
+    def h2d_bytes(self) -> int:
+        return self._h2d
+
+    @property
+    def d2h_bytes(self) -> int:
+        return self._d2h
+
+    def add_oom_handler(self, handler: OomHandler) -> None:
+        self._oom.add(handler)
+
+    def remove_oom_handler(self, handler: OomHandler) -> None:
+        self._oom.remove(handler)

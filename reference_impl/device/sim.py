@@ -1,0 +1,299 @@
+"""SimDevice: an exact, CPU-resident stand-in for a GPU.
+
+Every device byte lives in host RAM but is recorded in a :class:`ByteLedger`
+with a hard capacity, so CPU-only CI can check GPU memory semantics exactly.
+Arrays are :class:`SimArray` (a ``numpy.ndarray`` subclass); the ledger follows
+the *base allocation*, so views and slices are counted once and the bytes come
+back the moment the last view is collected.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import uuid
+import weakref
+from typing import Any
+
+import numpy as np
+
+from .errors import DeviceOutOfMemoryError  # noqa: F401  (re-exported for convenience)
+from .ledger import ByteLedger
+from .oom import OomHandler
+from .sizes import parse_bytes
+
+DEFAULT_SIM_CAPACITY = "16 GiB"
+_CAPACITY_ENV = "PROXIFY_SIM_CAPACITY"
+
+_devices: weakref.WeakValueDictionary[str, SimDevice] = weakref.WeakValueDictionary()
+_default_device: SimDevice | None = None
+_default_lock = threading.Lock()
+# Set while wrapping a numpy result, so the new SimArray knows its device.
+_wrapping = threading.local()
+
+
+class _Allocation:
+    """One base allocation: the unit the ledger counts and stores deduplicate by."""
+
+    __slots__ = ("id", "nbytes", "device", "owner_ref", "__weakref__")
+
+    def __init__(self, alloc_id: int, nbytes: int, device: SimDevice, owner: np.ndarray):
+        self.id = alloc_id
+        self.nbytes = nbytes
+        self.device = device
+        self.owner_ref = weakref.ref(owner)
+
+
+def _owner_of(arr: np.ndarray) -> np.ndarray:
+    """The last ndarray on the ``.base`` chain: the array that owns the memory."""
+    while isinstance(arr.base, np.ndarray):
+        arr = arr.base
+    return arr
+
+
+def _unwrap(value: Any) -> Any:
+    if isinstance(value, SimArray):
+        return value.view(np.ndarray)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_unwrap(v) for v in value)
+    return value
+
+
+def _wrap(value: Any, device: SimDevice | None) -> Any:
+    """Put numpy results back on ``device``: device in, device out (CuPy's rule)."""
+    if isinstance(value, np.ndarray) and not isinstance(value, SimArray) and device is not None:
+        _wrapping.device = device
+        try:
+            return value.view(SimArray)
+        finally:
+            _wrapping.device = None
+    if isinstance(value, tuple):
+        return tuple(_wrap(v, device) for v in value)
+    if isinstance(value, list):
+        return [_wrap(v, device) for v in value]
+    return value
+
+
+def _rebuild_sim_array(device_token: str, host: np.ndarray) -> SimArray:
+    """Unpickle onto the original device, or onto this process's default one."""
+    device = _devices.get(device_token) or default_sim_device()
+    return device.asarray(host)
+
+
+class SimArray(np.ndarray):
+    """A device array of a :class:`SimDevice`.
+
+    New results (ufuncs, reductions to arrays, ``np.concatenate``, copies,
+    fancy indexing) are allocated on the same device; views share their base.
+    """
+
+    _alloc: _Allocation | None = None
+
+    def __array_finalize__(self, obj: Any) -> None:
+        if obj is None:  # explicit construction: the device sets _alloc itself
+            return
+        owner = _owner_of(self)
+        parent = getattr(obj, "_alloc", None)
+        if parent is not None and parent.owner_ref() is owner:
+            self._alloc = parent  # a view: same base allocation, counted once
+            return
+        device = parent.device if parent is not None else getattr(_wrapping, "device", None)
+        self._alloc = device._track(owner) if device is not None else None
+
+    def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
+        device = self.device
+        if out is not None:
+            kwargs["out"] = tuple(_unwrap(o) for o in out)
+        result = getattr(ufunc, method)(*_unwrap(inputs), **kwargs)
+        if out is not None:
+            return out[0] if len(out) == 1 else out
+        return _wrap(result, device)
+
+    def __array_function__(self, func, types, args, kwargs):
+        result = func(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()})
+        return _wrap(result, self.device)
+
+    def __reduce_ex__(self, protocol):
+        device = self.device
+        if device is None:
+            return np.ndarray.__reduce_ex__(self.view(np.ndarray), protocol)
+        return _rebuild_sim_array, (device.token, device.to_host(self))
+
+    def __repr__(self) -> str:
+        return f"SimArray({np.array2string(self.view(np.ndarray), separator=', ')}, dtype={self.dtype})"
+
+    __str__ = __repr__
+
+    @property
+    def device(self) -> SimDevice | None:
+        alloc = self._alloc
+        return alloc.device if alloc is not None else None
+
+
+class SimDevice:
+    """A simulated GPU with an exact, thread-safe byte ledger.
+
+    ``capacity`` accepts ints or strings like ``"2 GiB"``.
+    """
+
+    kind = "sim"
+
+    def __init__(self, capacity: int | str = DEFAULT_SIM_CAPACITY, *, name: str | None = None):
+        self.capacity = parse_bytes(capacity, what="device capacity")
+        self.token = f"sim-{uuid.uuid4().hex}"
+        self.name = name or f"sim:{self.token[4:12]}"
+        self._ledger = ByteLedger(self.capacity, self.name)
+        self._registry: dict[int, _Allocation] = {}
+        self._registry_lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._counter_lock = threading.Lock()
+        self._h2d = 0
+        self._d2h = 0
+        _devices[self.token] = self
+
+    def __repr__(self) -> str:
+        return (
+            f"<SimDevice {self.name} {self.bytes_in_use():,}/{self.capacity:,} bytes "
+            f"peak={self.peak_bytes():,}>"
+        )
+
+    # --- allocation -------------------------------------------------------
+    def empty(self, shape: int | tuple[int, ...], dtype: Any = np.float64) -> SimArray:
+        """Allocate an uninitialised device array."""
+        dtype = _device_dtype(dtype)
+        shape = _check_shape(shape)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        self._ledger.reserve(nbytes)
+        try:
+            raw = np.empty(nbytes, dtype=np.uint8)
+            alloc = self._register(raw, nbytes)
+        except BaseException:
+            self._ledger.release(nbytes)
+            raise
+        arr = np.ndarray.__new__(SimArray, shape, dtype, buffer=raw)
+        arr._alloc = alloc
+        return arr
+
+    def zeros(self, shape: int | tuple[int, ...], dtype: Any = np.float64) -> SimArray:
+        arr = self.empty(shape, dtype)
+        arr.view(np.ndarray).fill(0)
+        return arr
+
+    def asarray(self, data: Any, dtype: Any = None) -> SimArray:
+        """Copy host data onto the device (h2d); device arrays of this device pass through."""
+        if isinstance(data, SimArray) and data.device is self and dtype in (None, data.dtype):
+            return data
+        host = np.asarray(data.view(np.ndarray) if isinstance(data, SimArray) else data, dtype=dtype)
+        arr = self.empty(host.shape, host.dtype)
+        np.copyto(arr.view(np.ndarray), host)
+        with self._counter_lock:
+            self._h2d += arr.nbytes
+        return arr
+
+    def to_host(self, arr: Any) -> np.ndarray:
+        """Copy a device array to a plain host ndarray (d2h)."""
+        if not isinstance(arr, SimArray):
+            raise TypeError(f"to_host expects a SimArray, got {type(arr).__name__}")
+        host = np.array(arr.view(np.ndarray), copy=True)
+        with self._counter_lock:
+            self._d2h += host.nbytes
+        return host
+
+    def is_device_array(self, obj: Any) -> bool:
+        return isinstance(obj, SimArray) and obj.device is self
+
+    def allocation_of(self, arr: Any) -> tuple[int, int]:
+        """``(allocation_id, nbytes)`` of the base allocation behind ``arr``."""
+        alloc = getattr(arr, "_alloc", None) if isinstance(arr, SimArray) else None
+        if alloc is None or alloc.device is not self:
+            raise TypeError(f"{type(arr).__name__} is not an array of {self.name}")
+        return alloc.id, alloc.nbytes
+
+    def live_allocations(self) -> dict[int, int]:
+        """``{allocation_id: nbytes}`` for every allocation still alive."""
+        with self._registry_lock:
+            allocs = list(self._registry.values())
+        return {a.id: a.nbytes for a in allocs if a.owner_ref() is not None}
+
+    # --- ledger readings --------------------------------------------------
+    def bytes_in_use(self) -> int:
+        return self._ledger.in_use()
+
+    def peak_bytes(self) -> int:
+        return self._ledger.peak()
+
+    def reset_peak(self) -> None:
+        self._ledger.reset_peak()
+
+    @property
+    def h2d_bytes(self) -> int:
+        return self._h2d
+
+    @property
+    def d2h_bytes(self) -> int:
+        return self._d2h
+
+    # --- OOM handlers -----------------------------------------------------
+    def add_oom_handler(self, handler: OomHandler) -> None:
+        self._ledger.oom_handlers.add(handler)
+
+    def remove_oom_handler(self, handler: OomHandler) -> None:
+        self._ledger.oom_handlers.remove(handler)
+
+    # --- internals --------------------------------------------------------
+    def _register(self, owner: np.ndarray, nbytes: int) -> _Allocation:
+        alloc = _Allocation(next(self._ids), nbytes, self, owner)
+        with self._registry_lock:
+            self._registry[id(owner)] = alloc
+        weakref.finalize(owner, self._free, id(owner), alloc)
+        return alloc
+
+    def _track(self, owner: np.ndarray) -> _Allocation:
+        """The allocation of ``owner``, adopting it onto the ledger if it is new memory."""
+        with self._registry_lock:
+            alloc = self._registry.get(id(owner))
+        if alloc is not None and alloc.owner_ref() is owner:
+            return alloc
+        nbytes = owner.nbytes
+        self._ledger.reserve(nbytes)
+        with self._registry_lock:
+            alloc = self._registry.get(id(owner))
+            if alloc is not None and alloc.owner_ref() is owner:  # another thread won
+                self._ledger.release(nbytes)
+                return alloc
+        return self._register(owner, nbytes)
+
+    def _free(self, owner_id: int, alloc: _Allocation) -> None:
+        # Runs inside the owner's deallocation, so no new object can hold
+        # ``owner_id`` yet: the conditional pop below cannot hit a newcomer.
+        if self._registry.get(owner_id) is alloc:
+            self._registry.pop(owner_id, None)
+        self._ledger.release(alloc.nbytes)
+
+
+def _device_dtype(dtype: Any) -> np.dtype:
+    dtype = np.dtype(dtype)
+    if dtype.hasobject:
+        raise TypeError(f"dtype {dtype} holds Python objects and cannot live on a device")
+    return dtype
+
+
+def _check_shape(shape: Any) -> tuple[int, ...]:
+    dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    for dim in dims:
+        if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
+            raise TypeError(f"shape entries must be integers, got {shape!r}")
+        if dim < 0:
+            raise ValueError(f"negative dimensions are not allowed: {shape!r}")
+    return tuple(int(d) for d in dims)
+
+
+def default_sim_device() -> SimDevice:
+    """This process's default sim device (capacity from ``$PROXIFY_SIM_CAPACITY``)."""
+    global _default_device
+    with _default_lock:
+        if _default_device is None:
+            capacity = os.environ.get(_CAPACITY_ENV, DEFAULT_SIM_CAPACITY)
+            _default_device = SimDevice(capacity, name="sim:default")
+        return _default_device
