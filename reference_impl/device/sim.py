@@ -280,7 +280,10 @@ def _device_dtype(dtype: Any) -> np.dtype:
 
 
 def _check_shape(shape: Any) -> tuple[int, ...]:
-    dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    try:
+        dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    except TypeError:
+        raise TypeError(f"shape entries must be integers, got {shape!r}") from None
     for dim in dims:
         if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
             raise TypeError(f"shape entries must be integers, got {shape!r}")
