@@ -46,10 +46,9 @@ class _RmmAccounting:
     """Limit, statistics and failure callback from RMM's resource adaptors."""
 
     def __init__(self, capacity: int, on_oom: OomHandler):
+        import cupy
         import rmm
         from rmm.allocators.cupy import rmm_cupy_allocator
-
-        import cupy
 
         upstream = rmm.mr.get_current_device_resource()
         self._stats = rmm.mr.StatisticsResourceAdaptor(

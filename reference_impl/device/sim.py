@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import DeviceOutOfMemoryError  # noqa: F401  (re-exported for convenience)
+from .dask_hooks import register_dask_serializers
 from .ledger import ByteLedger
 from .oom import OomHandler
 from .sizes import parse_bytes
@@ -151,6 +151,7 @@ class SimDevice:
         self._h2d = 0
         self._d2h = 0
         _devices[self.token] = self
+        register_dask_serializers()
 
     def __repr__(self) -> str:
         return (

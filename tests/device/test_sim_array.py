@@ -176,3 +176,14 @@ def test_peak_is_the_high_water_mark(dev):
     del a
     gc.collect()
     assert dev.peak_bytes() == 1000
+
+
+def test_dask_serialization_keeps_sim_arrays_on_their_device(dev):
+    from distributed.protocol import deserialize, serialize
+
+    x = dev.asarray(np.arange(10))
+    header, frames = serialize(x, serializers=["dask"])
+    y = deserialize(header, frames)
+    assert isinstance(y, SimArray) and y.device is dev
+    np.testing.assert_array_equal(y, np.arange(10))
+    assert dev.bytes_in_use() == 160
