@@ -13,12 +13,15 @@ from .device import (
     get_device,
     parse_bytes,
 )
+from .store import ProxifyHostFile, ProxyObject
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Device",
     "DeviceOutOfMemoryError",
+    "ProxifyHostFile",
+    "ProxyObject",
     "SimArray",
     "SimDevice",
     "__version__",

@@ -1,0 +1,42 @@
+"""Walk nested containers, replacing device leaves while keeping container types.
+
+Unchanged sub-containers are returned as the identical object, so host data
+passes through untouched.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+_SEQUENCES = (list, tuple, set, frozenset)
+_MAPPINGS = (dict, OrderedDict)
+_NO_CHANGE = object()
+
+
+def walk(value: Any, leaf: Callable[[Any], Any]) -> Any:
+    """``value`` with every leaf ``x`` replaced by ``leaf(x)`` unless that returns ``x``.
+
+    Lists, tuples (namedtuples too), sets, frozensets, dicts and OrderedDicts
+    are rebuilt with their own type; anything else is a leaf.
+    """
+    result = _walk(value, leaf)
+    return value if result is _NO_CHANGE else result
+
+
+def _walk(value: Any, leaf: Callable[[Any], Any]) -> Any:
+    t = type(value)
+    if t in _SEQUENCES or (isinstance(value, tuple) and hasattr(t, "_make")):
+        items = [_walk(v, leaf) for v in value]
+        if all(i is _NO_CHANGE for i in items):
+            return _NO_CHANGE
+        new = [v if i is _NO_CHANGE else i for v, i in zip(value, items, strict=True)]
+        return t._make(new) if hasattr(t, "_make") else t(new)
+    if t in _MAPPINGS:
+        items = {k: _walk(v, leaf) for k, v in value.items()}
+        if all(i is _NO_CHANGE for i in items.values()):
+            return _NO_CHANGE
+        return t((k, value[k] if i is _NO_CHANGE else i) for k, i in items.items())
+    new = leaf(value)
+    return _NO_CHANGE if new is value else new

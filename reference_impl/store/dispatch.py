@@ -1,0 +1,78 @@
+"""Which objects are device objects, and how each kind moves between tiers.
+
+A small registry keyed by type (looked up along the MRO) so new device types,
+such as a Table of device columns, plug in without touching the store.
+Anything the device itself calls a device array uses :class:`ArrayType`.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Protocol
+
+from . import serialize
+from .serialize import Payload
+
+
+class DeviceType(Protocol):
+    """How the store handles one kind of device object."""
+
+    def allocations(self, obj: Any, device: Any) -> list[tuple[int, int]]:
+        """``(allocation_id, nbytes)`` of every base allocation ``obj`` holds."""
+
+    def to_host(self, obj: Any, device: Any) -> Payload:
+        """A host payload of ``obj``; must not allocate device memory."""
+
+    def to_device(self, payload: Payload, device: Any) -> Any:
+        """Rebuild the device object from ``payload`` on ``device``."""
+
+    def metadata(self, obj: Any) -> dict[str, Any]:
+        """Cheap attributes a proxy answers without unspilling (e.g. ``nbytes``)."""
+
+
+class ArrayType:
+    """Device arrays (SimArray, CuPy): one base allocation, copied with the device."""
+
+    def allocations(self, obj: Any, device: Any) -> list[tuple[int, int]]:
+        return [device.allocation_of(obj)]
+
+    def to_host(self, obj: Any, device: Any) -> Payload:
+        return serialize.dumps(device.to_host(obj))
+
+    def to_device(self, payload: Payload, device: Any) -> Any:
+        return device.asarray(serialize.loads(payload))
+
+    def metadata(self, obj: Any) -> dict[str, Any]:
+        meta = {
+            "nbytes": int(obj.nbytes),
+            "shape": tuple(obj.shape),
+            "dtype": obj.dtype,
+            "ndim": int(obj.ndim),
+            "size": int(obj.size),
+        }
+        if obj.ndim:
+            meta["__len__"] = int(obj.shape[0])
+        return meta
+
+
+ARRAY = ArrayType()
+_registry: dict[type, DeviceType] = {}
+_registry_lock = threading.Lock()
+
+
+def register_device_type(cls: type, handler: DeviceType) -> None:
+    """Teach every store to proxify instances of ``cls`` with ``handler``."""
+    with _registry_lock:
+        _registry[cls] = handler
+
+
+def handler_for(obj: Any, device: Any) -> DeviceType | None:
+    """The handler for ``obj`` if it is a device object of ``device``, else None."""
+    if _registry:
+        for cls in type(obj).__mro__:
+            handler = _registry.get(cls)
+            if handler is not None:
+                return handler
+    if device.is_device_array(obj):
+        return ARRAY
+    return None

@@ -1,0 +1,320 @@
+"""ProxyObject: a transparent stand-in for one device object that may be spilled.
+
+The proxy itself holds no store lock and no store reference that pickling
+would choke on (dask-cuda's managed proxies held an RLock and could not be
+pickled): its state lives in a :class:`_Detail`, and the store is reached
+through a weak reference. Real use goes through the store, which touches
+recency and unspills (making room first); ``type``, ``repr`` and cached
+metadata such as ``nbytes`` never do.
+"""
+
+from __future__ import annotations
+
+import copy
+import operator
+import weakref
+from typing import Any
+
+from dask.sizeof import sizeof
+
+from .errors import StoreClosedError
+from .serialize import Payload
+
+
+class _Detail:
+    """A proxy's mutable state; exactly one of obj / payload / file is set."""
+
+    __slots__ = ("obj", "payload", "file", "type_", "meta", "handler", "device", "store_ref", "pid")
+
+    def __init__(self, obj: Any, handler: Any, device: Any) -> None:
+        self.obj = obj
+        self.payload: Payload | None = None
+        self.file: Any = None
+        self.type_ = type(obj)
+        self.meta = handler.metadata(obj)
+        self.handler = handler
+        self.device = device
+        self.store_ref: weakref.ref | None = None
+        self.pid = 0
+
+    @property
+    def tier(self) -> str:
+        if self.obj is not None:
+            return "device"
+        return "host" if self.payload is not None else "disk"
+
+    def store(self) -> Any:
+        ref = self.store_ref
+        return ref() if ref is not None else None
+
+
+def _get_detail(proxy: ProxyObject) -> _Detail:
+    return object.__getattribute__(proxy, "_pxy")
+
+
+def _use(proxy: ProxyObject) -> Any:
+    """The device object behind ``proxy``, unspilled if needed (real use)."""
+    detail = _get_detail(proxy)
+    store = detail.store()
+    if store is not None:
+        return store._use_proxy(proxy, detail)
+    return _use_unmanaged(detail)
+
+
+def _use_unmanaged(detail: _Detail) -> Any:
+    """A proxy no store manages (unpickled, or its store closed) keeps its object itself."""
+    obj = detail.obj
+    if obj is not None:
+        return obj
+    if detail.payload is None:
+        raise StoreClosedError(
+            f"the store that spilled this {detail.type_.__name__} to disk was closed; its data is gone"
+        )
+    detail.obj = detail.handler.to_device(detail.payload, detail.device)
+    detail.payload = None
+    return detail.obj
+
+
+def _mutated(proxy: ProxyObject, obj: Any) -> None:
+    """After an in-place change: write back if ``obj`` was only a transient copy."""
+    detail = _get_detail(proxy)
+    if detail.obj is not obj:
+        store = detail.store()
+        if store is not None:
+            store._write_back(proxy, detail, obj)
+    detail.meta = detail.handler.metadata(obj)
+
+
+def unwrap(value: Any) -> Any:
+    """``value`` with proxies (also inside lists, tuples and dicts) replaced by objects."""
+    if type(value) is ProxyObject:
+        return _use(value)
+    if type(value) in (list, tuple):
+        return type(value)(unwrap(v) for v in value)
+    if type(value) is dict:
+        return {k: unwrap(v) for k, v in value.items()}
+    return value
+
+
+def _rebuild_proxy(state: Any, meta: dict[str, Any], type_: type, handler: Any) -> ProxyObject:
+    """Unpickle into an unmanaged proxy; a host payload stays serialized until used."""
+    if isinstance(state, Payload):
+        from reference_impl.device import get_device
+
+        detail = _Detail.__new__(_Detail)
+        detail.obj = None
+        detail.payload = state
+        detail.file = None
+        detail.type_ = type_
+        detail.meta = meta
+        detail.handler = handler
+        detail.device = _default_device_for(type_, get_device)
+        detail.store_ref = None
+        detail.pid = 0
+        return ProxyObject(detail)
+    return ProxyObject(_Detail(state, handler, None))
+
+
+def _default_device_for(type_: type, get_device: Any) -> Any:
+    from reference_impl.device import SimArray, default_sim_device
+
+    if issubclass(type_, SimArray):
+        return default_sim_device()
+    return get_device("cuda")
+
+
+class ProxyObject:
+    """A transparent proxy: ``isinstance(p, SimArray)`` holds, operators and
+    NumPy protocols work, and any real use brings the object back to device."""
+
+    __slots__ = ("_pxy", "__weakref__")
+
+    def __init__(self, detail: _Detail) -> None:
+        object.__setattr__(self, "_pxy", detail)
+
+    # --- identity without unspilling -------------------------------------
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return _get_detail(self).type_
+
+    def __repr__(self) -> str:
+        d = _get_detail(self)
+        shape = d.meta.get("shape")
+        extra = f" shape={shape} dtype={d.meta.get('dtype')}" if shape is not None else ""
+        return (
+            f"<ProxyObject of {d.type_.__name__}{extra} nbytes={d.meta.get('nbytes')} "
+            f"tier={d.tier} at {id(self):#x}>"
+        )
+
+    def __sizeof__(self) -> int:
+        return int(_get_detail(self).meta.get("nbytes", 0))
+
+    def __reduce__(self):
+        d = _get_detail(self)
+        store = d.store()
+        state = (
+            store._pickle_state(d)
+            if store is not None
+            else (d.obj if d.obj is not None else d.payload)
+        )
+        if state is None:
+            raise StoreClosedError("cannot pickle a proxy whose spilled data was removed")
+        return _rebuild_proxy, (state, d.meta, d.type_, d.handler)
+
+    # --- attributes -------------------------------------------------------
+    def __getattr__(self, name: str) -> Any:
+        meta = _get_detail(self).meta
+        if name in meta:
+            return meta[name]
+        return getattr(_use(self), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        obj = _use(self)
+        setattr(obj, name, value)
+        _mutated(self, obj)
+
+    def __delattr__(self, name: str) -> None:
+        obj = _use(self)
+        delattr(obj, name)
+        _mutated(self, obj)
+
+    def __dir__(self) -> list[str]:
+        return dir(_use(self))
+
+    # --- container protocol ----------------------------------------------
+    def __len__(self) -> int:
+        meta = _get_detail(self).meta
+        if "__len__" in meta:
+            return meta["__len__"]
+        return len(_use(self))
+
+    def __getitem__(self, key: Any) -> Any:
+        return _use(self)[unwrap(key)]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        obj = _use(self)
+        obj[unwrap(key)] = unwrap(value)
+        _mutated(self, obj)
+
+    def __delitem__(self, key: Any) -> None:
+        obj = _use(self)
+        del obj[unwrap(key)]
+        _mutated(self, obj)
+
+    def __iter__(self):
+        return iter(_use(self))
+
+    def __contains__(self, item: Any) -> bool:
+        return unwrap(item) in _use(self)
+
+    # --- conversions and hashing -----------------------------------------
+    def __bool__(self) -> bool:
+        return bool(_use(self))
+
+    def __int__(self) -> int:
+        return int(_use(self))
+
+    def __float__(self) -> float:
+        return float(_use(self))
+
+    def __complex__(self) -> complex:
+        return complex(_use(self))
+
+    def __index__(self) -> int:
+        return operator.index(_use(self))
+
+    def __hash__(self) -> int:
+        return hash(_use(self))
+
+    def __str__(self) -> str:
+        return str(_use(self))
+
+    def __format__(self, spec: str) -> str:
+        return format(_use(self), spec)
+
+    def __copy__(self) -> Any:
+        return copy.copy(_use(self))
+
+    def __deepcopy__(self, memo: dict) -> Any:
+        return copy.deepcopy(_use(self), memo)
+
+    # --- NumPy protocols ---------------------------------------------------
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        import numpy as np
+
+        obj = _use(self)
+        if copy is None:
+            return np.asarray(obj, dtype=dtype)
+        return np.array(obj, dtype=dtype, copy=copy)
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if "out" in kwargs:
+            kwargs["out"] = tuple(unwrap(o) for o in kwargs["out"])
+        return getattr(ufunc, method)(*unwrap(inputs), **unwrap(kwargs))
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        return func(*unwrap(args), **unwrap(kwargs))
+
+    @property
+    def __cuda_array_interface__(self) -> Any:
+        if not hasattr(_get_detail(self).type_, "__cuda_array_interface__"):
+            raise AttributeError(
+                "__cuda_array_interface__ (the proxied object is not a CUDA array)"
+            )
+        return _use(self).__cuda_array_interface__
+
+
+def _unary(op: Any) -> Any:
+    def method(self: ProxyObject) -> Any:
+        return op(_use(self))
+
+    return method
+
+
+def _binary(op: Any) -> Any:
+    def method(self: ProxyObject, other: Any) -> Any:
+        return op(_use(self), unwrap(other))
+
+    return method
+
+
+def _reflected(op: Any) -> Any:
+    def method(self: ProxyObject, other: Any) -> Any:
+        return op(unwrap(other), _use(self))
+
+    return method
+
+
+def _inplace(op: Any) -> Any:
+    def method(self: ProxyObject, other: Any) -> Any:
+        obj = _use(self)
+        result = op(obj, unwrap(other))
+        if result is obj:
+            _mutated(self, obj)
+            return self
+        return result
+
+    return method
+
+
+_BINARY = [
+    "add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "pow",
+    "lshift", "rshift", "and", "xor", "or",
+]  # fmt: skip
+for _name in _BINARY:
+    _op = getattr(operator, f"{_name}_" if _name in ("and", "or") else _name)
+    setattr(ProxyObject, f"__{_name}__", _binary(_op))
+    setattr(ProxyObject, f"__r{_name}__", _reflected(_op))
+    setattr(ProxyObject, f"__i{_name}__", _inplace(getattr(operator, f"i{_name}")))
+ProxyObject.__divmod__ = _binary(divmod)  # type: ignore[attr-defined]
+ProxyObject.__rdivmod__ = _reflected(divmod)  # type: ignore[attr-defined]
+for _name in ("lt", "le", "eq", "ne", "gt", "ge"):
+    setattr(ProxyObject, f"__{_name}__", _binary(getattr(operator, _name)))
+for _name in ("neg", "pos", "abs", "invert"):
+    setattr(ProxyObject, f"__{_name}__", _unary(getattr(operator, _name)))
+
+
+@sizeof.register(ProxyObject)
+def _sizeof_proxy(proxy: ProxyObject) -> int:
+    """dask asks every task output's size; answering must not unspill."""
+    return int(_get_detail(proxy).meta.get("nbytes", 0))

@@ -1,0 +1,81 @@
+"""Bookkeeping records: what the store knows about each proxy and each key.
+
+An *eviction unit* is a key's whole value (an :class:`Entry`) or one external
+proxy (a :class:`Record` that no key holds). Units that share a proxy or a
+base allocation form a *group* that always moves between tiers together, so a
+key is always in exactly one tier and spilling really frees the memory.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Record:
+    """One proxy the store tracks, held only through a weak reference.
+
+    Sizes are copied here so the store can forget a dead proxy without
+    touching it.
+    """
+
+    __slots__ = (
+        "pid", "ref", "keys", "tier", "allocs", "host_nbytes", "disk_nbytes",
+        "restore_nbytes", "tick", "__weakref__",
+    )  # fmt: skip
+
+    def __init__(self, pid: int, ref: weakref.ref) -> None:
+        self.pid = pid
+        self.ref = ref
+        self.keys: set[Hashable] = set()
+        self.tier = "device"
+        self.allocs: dict[int, int] = {}
+        self.host_nbytes = 0
+        self.disk_nbytes = 0
+        self.restore_nbytes = 0  # device bytes needed to bring it back
+        self.tick = 0
+
+    @property
+    def external(self) -> bool:
+        return not self.keys
+
+    @property
+    def device_nbytes(self) -> int:
+        return sum(self.allocs.values())
+
+
+class Entry:
+    """One key's value: its (proxified) structure and the proxies inside.
+
+    A value without device objects is a *host value*: it is counted with
+    ``dask.sizeof`` and may itself be written to disk (then ``value`` is None).
+    """
+
+    __slots__ = ("key", "value", "pids", "leaf_nbytes", "is_host_value", "file", "tick")
+
+    def __init__(self, key: Hashable, value: Any, pids: list[int], leaf_nbytes: int) -> None:
+        self.key = key
+        self.value = value
+        self.pids = pids
+        self.is_host_value = not pids
+        self.leaf_nbytes = leaf_nbytes  # host leaves (for a host value: the whole value)
+        self.file: Any = None
+        self.tick = 0
+
+
+@dataclass(frozen=True)
+class StoreSnapshot:
+    """What the store holds, read without unspilling or touching recency.
+
+    ``device_bytes``/``host_bytes``/``disk_bytes`` include externals; ``lru``
+    lists device-resident keys from least to most recently used.
+    """
+
+    tiers: dict[Hashable, str] = field(default_factory=dict)
+    device_bytes: int = 0
+    host_bytes: int = 0
+    disk_bytes: int = 0
+    lru: list[Hashable] = field(default_factory=list)
+    n_externals: int = 0

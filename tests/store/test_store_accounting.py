@@ -1,0 +1,130 @@
+"""Rules 1-2: values, container types, alias dedup, exact accounting and the limit."""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+from conftest import NB, value_of
+
+from reference_impl import ProxyObject, SimArray
+
+
+def test_device_value_is_proxied_and_counted_exactly(dev, arr, make_store):
+    s = make_store()
+    s["a"] = arr(1)
+    s["b"] = arr(2)
+    snap = s.snapshot()
+    assert snap.tiers == {"a": "device", "b": "device"}
+    assert snap.device_bytes == 2 * NB == dev.bytes_in_use()
+    v = s["a"]
+    assert type(v) is ProxyObject and isinstance(v, SimArray)
+    assert value_of(v) == 1
+
+
+def test_containers_keep_their_type(arr, make_store):
+    s = make_store(device_memory_limit=10 * NB)
+    Point = collections.namedtuple("Point", "x y")
+    values = {
+        "list": [arr(1), "host", 3],
+        "tuple": (arr(2), (arr(3), 4)),
+        "dict": {"x": arr(4), "y": [5]},
+        "named": Point(arr(5), 6),
+        "frozen": frozenset({1, 2}),
+    }
+    for k, v in values.items():
+        s[k] = v
+    assert type(s["list"]) is list and type(s["list"][0]) is ProxyObject
+    assert s["list"][1:] == ["host", 3]
+    assert type(s["tuple"]) is tuple and type(s["tuple"][1]) is tuple
+    assert value_of(s["tuple"][1][0]) == 3
+    assert type(s["dict"]) is dict and s["dict"]["y"] == [5]
+    assert type(s["named"]) is Point and s["named"].y == 6
+    assert s["frozen"] == frozenset({1, 2})
+
+
+def test_host_object_passes_through_untouched(dev, make_store):
+    from dask.sizeof import sizeof
+
+    s = make_store()
+    host = {"a": np.arange(10), "b": "text"}
+    s["h"] = host
+    assert s["h"] is host
+    assert s.tier_of("h") == "host"
+    assert s.snapshot().host_bytes == sizeof(host)
+    assert s.snapshot().device_bytes == 0 == dev.bytes_in_use()
+
+
+def test_aliases_are_counted_once(dev, arr, make_store):
+    s = make_store()
+    a = arr(1)
+    s["x"] = a
+    s["y"] = a  # the same object under two keys reuses one proxy
+    s["z"] = [a[:10], a[10:]]  # views of the same base allocation
+    del a
+    assert s.snapshot().device_bytes == NB == dev.bytes_in_use()
+    assert s["x"] is s["y"]
+
+
+def test_evicting_an_alias_group_frees_the_memory(dev, arr, make_store):
+    s = make_store(device_memory_limit=2 * NB)
+    a = arr(1)
+    s["x"] = a
+    s["view"] = a[5:]
+    del a
+    s["b"] = arr(2)
+    s["c"] = arr(3)  # must spill x and view together: both share one allocation
+    snap = s.snapshot()
+    assert snap.tiers == {"x": "host", "view": "host", "b": "device", "c": "device"}
+    assert snap.device_bytes == 2 * NB == dev.bytes_in_use()
+    assert value_of(s["view"]) == 1 and value_of(s["x"]) == 1
+
+
+def test_limit_holds_after_every_call(dev, arr, make_store):
+    s = make_store()
+    for i in range(10):
+        s[i] = arr(i)
+        assert s.snapshot().device_bytes <= 3 * NB
+        assert dev.bytes_in_use() <= 3 * NB
+    for i in range(10):
+        assert value_of(s[i]) == i
+        assert dev.bytes_in_use() == s.snapshot().device_bytes <= 3 * NB
+
+
+def test_value_larger_than_limit_goes_straight_to_host(dev, arr, make_store):
+    s = make_store(device_memory_limit=NB)
+    s["small"] = arr(1)
+    s["big"] = [arr(2), arr(3)]  # 2 * NB > limit
+    assert s.snapshot().tiers == {"small": "device", "big": "host"}
+    assert dev.bytes_in_use() == NB
+    big = s["big"]  # stays on host; each use is a transient copy
+    assert s.tier_of("big") == "host"
+    assert value_of(big[1]) == 3
+    big[0] += 10  # in-place change on a transient copy is written back
+    assert value_of(s["big"][0]) == 12
+    del big
+    assert s.snapshot().device_bytes <= NB
+    assert s.tier_of("small") == "device"
+
+
+def test_overwrite_releases_old_value(dev, arr, make_store):
+    s = make_store()
+    s["a"] = arr(1)
+    s["a"] = arr(2)
+    assert s.snapshot().device_bytes == NB == dev.bytes_in_use()
+    assert value_of(s["a"]) == 2
+    del s["a"]
+    assert s.snapshot().device_bytes == 0 == dev.bytes_in_use()
+    assert len(s) == 0
+
+
+def test_stats_report_tiers_and_traffic(arr, make_store):
+    s = make_store(device_memory_limit=NB)
+    s["a"] = arr(1)
+    s["b"] = arr(2)
+    st = s.stats()
+    assert st["device_keys"] == 1 and st["host_keys"] == 1
+    assert st["spilled_bytes"] == NB and st["spill_count"] == 1
+    s["a"]
+    st = s.stats()
+    assert st["unspilled_bytes"] == NB and st["spill_time_s"] > 0
