@@ -1,0 +1,144 @@
+"""Hash-partition throughput, side by side with memcpy, numpy and dask/pandas.
+
+Measures, in one run on one box: the reference kernels (1 int64 key + 2
+int64 payload columns) at several fanouts, the copy bandwidth of the same
+bytes, a numpy argsort-based partitioning, and dask's pandas partitioning
+(``dask.dataframe.shuffle.shuffle_group_2``: ``hash_object_dispatch`` % n,
+then pandas' ``groupsort_indexer`` + ``take`` + split).  Throughput is input
+bytes per second; ratios are to the copy's payload rate (bytes copied per
+second, as ``B_copy`` in the perf anchors) and to the pandas path.
+
+    python benchmarks/partition.py --rows 1e7 --fanouts 16,256,1024,4096 --repeat 3
+    python benchmarks/partition.py --device cuda      # vs device-to-device copy
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from reference_impl.device import get_device
+from reference_impl.kernels import partition
+
+
+def best_of(repeat: int, fn: Callable[[], object], sync: Callable[[], None] = lambda: None) -> float:
+    """Best wall time of ``repeat`` runs (after one warm-up run, which also JIT-compiles)."""
+    fn()
+    sync()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+        del out
+    return min(times)
+
+
+def time_copy(xp, nbytes: int, repeat: int, sync: Callable[[], None]) -> float:
+    """Best time to copy ``nbytes`` between two warm buffers of ``xp`` (numpy or cupy)."""
+    src = xp.ones(nbytes, dtype=xp.uint8)
+    dst = xp.empty_like(src)
+    return best_of(repeat, lambda: xp.copyto(dst, src), sync)
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def numpy_partition(key: np.ndarray, cols: list[np.ndarray], n: int):
+    """Baseline: the same hash ids, then a stable argsort and a gather per column."""
+    from reference_impl.kernels import hash_numpy, pid_numpy
+
+    ids = pid_numpy(hash_numpy([key]), n)
+    order = np.argsort(ids, kind="stable")
+    counts = np.bincount(ids, minlength=n)
+    return [c[order] for c in [key, *cols]], counts
+
+
+def pandas_partition(df, n: int):
+    """dask's pandas path: hash_object_dispatch % n, groupsort_indexer, take, split."""
+    from dask.dataframe.shuffle import shuffle_group_2
+
+    groups, _ = shuffle_group_2(df, ["k"], True, n)
+    return groups
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=float, default=1e7, help="rows (default 1e7)")
+    ap.add_argument("--fanouts", default="16,256,1024,4096")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--device", choices=["sim", "cuda"], default="sim")
+    ap.add_argument("--no-baselines", action="store_true", help="skip numpy and pandas paths")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    nrows = int(args.rows)
+    fanouts = [int(f) for f in args.fanouts.split(",")]
+
+    rng = np.random.default_rng(args.seed)
+    host = [rng.integers(0, 2**62, nrows, dtype=np.int64) for _ in range(3)]
+    in_bytes = sum(c.nbytes for c in host)
+    dev = get_device(args.device, capacity=max(16 << 30, 8 * in_bytes))
+    key, *payload = (dev.asarray(c) for c in host)
+
+    if dev.kind == "cuda":
+        import cupy
+
+        def sync() -> None:
+            cupy.cuda.runtime.deviceSynchronize()
+
+        t_copy = time_copy(cupy, in_bytes, args.repeat, sync)
+        copy_name = "device-to-device copy (cupy.copyto)"
+    else:
+        def sync() -> None:
+            return None
+
+        t_copy = time_copy(np, in_bytes, args.repeat, sync)
+        copy_name = "memcpy (np.copyto, 1 thread)"
+    b_copy = in_bytes / t_copy
+
+    print(f"# rows={nrows:,} input={in_bytes / 2**20:,.0f} MiB (1 int64 key + 2 int64 payload)")
+    print(f"# device={dev.kind} nproc={os.cpu_count()} cpu={cpu_model()!r} "
+          f"loadavg={os.getloadavg()[0]:.2f}")
+    print(f"# {copy_name}: {b_copy / 1e9:.2f} GB/s payload ({2 * b_copy / 1e9:.2f} GB/s read+write)")
+
+    t_pandas: dict[int, float] = {}
+    t_numpy: dict[int, float] = {}
+    if not args.no_baselines:
+        import pandas as pd
+
+        df = pd.DataFrame({"k": host[0], "a": host[1], "b": host[2]})
+        for n in fanouts:
+            t_numpy[n] = best_of(args.repeat, lambda n=n: numpy_partition(host[0], host[1:], n))
+            t_pandas[n] = best_of(max(1, args.repeat - 1), lambda n=n: pandas_partition(df, n))
+        del df
+
+    header = (f"| fanout | kernels GB/s | vs {'D2D copy' if dev.kind == 'cuda' else 'memcpy'} "
+              "| numpy argsort GB/s | dask/pandas GB/s | kernels vs pandas |")
+    print(header)
+    print("|---|---|---|---|---|---|")
+    for n in fanouts:
+        t = best_of(args.repeat, lambda n=n: partition(dev, [key], payload, n), sync)
+        rate = in_bytes / t
+        np_rate = f"{in_bytes / t_numpy[n] / 1e9:.3f}" if n in t_numpy else "-"
+        pd_rate = f"{in_bytes / t_pandas[n] / 1e9:.3f}" if n in t_pandas else "-"
+        vs_pd = f"{t_pandas[n] / t:.1f}x" if n in t_pandas else "-"
+        print(f"| {n} | {rate / 1e9:.3f} | {rate / b_copy:.2f}x | {np_rate} | {pd_rate} | {vs_pd} |",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()

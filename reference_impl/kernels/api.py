@@ -1,0 +1,214 @@
+"""Validation and dispatch for the partition kernels.
+
+Everything is checked before the first allocation, so bad input raises
+without leaving a byte on the device ledger.  Dispatch is on
+``device.kind``: ``"sim"`` runs the CPU twins (``cpu.py``), ``"cuda"`` the
+``numba.cuda`` kernels (``cuda.py``).  ``backend="cuda"`` on a sim device
+runs the CUDA kernels on sim arrays, which is how the CUDA simulator tests
+check that both twins agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from . import hashing
+
+Backend = Literal["auto", "cpu", "cuda"]
+Columns = Sequence[Any] | Mapping[str, Any]
+
+_SCATTER_VIEW = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+MAX_PARTITIONS = 2**31 - 1
+
+
+@dataclass
+class PartitionResult:
+    """Output of :func:`partition`; all arrays live on the input's device.
+
+    ``ids``: int32 partition id of every input row.
+    ``counts``: int64 rows per partition (length ``npartitions``).
+    ``offsets``: int64 exclusive offsets, length ``npartitions + 1``;
+    partition ``i`` is rows ``offsets[i]:offsets[i+1]`` of every column.
+    ``columns``: keys first, then payload, each one contiguous buffer in
+    partition order, stable within a partition.
+    ``names``: the column names (given, or ``"key0"``, ``"payload0"`` ...).
+    """
+
+    ids: Any
+    counts: Any
+    offsets: Any
+    columns: list[Any]
+    names: list[str]
+    npartitions: int
+
+    def bounds(self, i: int) -> tuple[int, int]:
+        """``(start, stop)`` rows of partition ``i`` (reads two offsets to host)."""
+        if not 0 <= i < self.npartitions:
+            raise IndexError(f"partition {i} out of range for {self.npartitions} partitions")
+        return int(self.offsets[i]), int(self.offsets[i + 1])
+
+    def slice(self, i: int, col: int | str) -> Any:
+        """Zero-copy device view of column ``col`` (index or name) in partition ``i``."""
+        c = self.names.index(col) if isinstance(col, str) else col
+        start, stop = self.bounds(i)
+        return self.columns[c][start:stop]
+
+    def split(self) -> list[list[Any]]:
+        """Per-partition lists of zero-copy column views (one host read of offsets)."""
+        off = [int(x) for x in self.offsets.tolist()]
+        return [[c[off[i]:off[i + 1]] for c in self.columns] for i in range(self.npartitions)]
+
+
+# --- validation ---------------------------------------------------------------
+def _named(cols: Columns, prefix: str) -> tuple[list[Any], list[str], list[str]]:
+    """(arrays, names, labels for messages)."""
+    if isinstance(cols, Mapping):
+        names = [str(k) for k in cols]
+        return list(cols.values()), names, [f"{prefix} column {n!r}" for n in names]
+    arrays = list(cols)
+    return arrays, [f"{prefix}{i}" for i in range(len(arrays))], [
+        f"{prefix} column {i}" for i in range(len(arrays))]
+
+
+def _check_array(device: Any, arr: Any, label: str) -> None:
+    if not device.is_device_array(arr):
+        raise TypeError(f"{label} is a {type(arr).__name__}, not an array of device "
+                        f"{getattr(device, 'name', device)!r}; move it with device.asarray()")
+    if arr.ndim != 1:
+        raise ValueError(f"{label} must be 1-D, got shape {tuple(arr.shape)}")
+
+
+def _check_npartitions(npartitions: Any) -> int:
+    if isinstance(npartitions, bool) or not isinstance(npartitions, (int, np.integer)):
+        raise TypeError(f"npartitions must be an int, got {type(npartitions).__name__}")
+    if not 1 <= npartitions <= MAX_PARTITIONS:
+        raise ValueError(f"npartitions must be between 1 and {MAX_PARTITIONS}, got {npartitions}")
+    return int(npartitions)
+
+
+def _check_keys(device: Any, keys: Columns, valid: Sequence[Any] | None):
+    arrays, names, labels = _named(keys, "key")
+    if not arrays:
+        raise ValueError("at least one key column is required")
+    kinds = []
+    for arr, label in zip(arrays, labels, strict=True):
+        _check_array(device, arr, label)
+        kv = hashing.key_kind(arr.dtype)
+        if kv is None:
+            raise TypeError(
+                f"{label} has unsupported dtype {arr.dtype}; keys must be bool, int8-64, "
+                "uint8-64, float32/64, datetime64 or timedelta64")
+        kinds.append(kv)
+    if valid is None:
+        valids: list[Any] = [None] * len(arrays)
+    else:
+        valids = list(valid)
+        if len(valids) != len(arrays):
+            raise ValueError(f"valid has {len(valids)} entries for {len(arrays)} key columns")
+        for m, label in zip(valids, labels, strict=True):
+            if m is None:
+                continue
+            _check_array(device, m, f"validity mask of {label}")
+            if m.dtype != np.bool_:
+                raise TypeError(f"validity mask of {label} must be bool, got {m.dtype}")
+    return arrays, names, labels, kinds, valids
+
+
+def _check_payload(device: Any, payload: Columns):
+    arrays, names, labels = _named(payload, "payload")
+    for arr, label in zip(arrays, labels, strict=True):
+        _check_array(device, arr, label)
+        if arr.dtype.hasobject or arr.dtype.kind in "OSUV" or arr.dtype.itemsize not in _SCATTER_VIEW:
+            raise TypeError(f"{label} has unsupported dtype {arr.dtype}; payload columns must "
+                            "be fixed-width with an itemsize of 1, 2, 4 or 8 bytes")
+    return arrays, names, labels
+
+
+def _check_lengths(arrays: Sequence[Any], labels: Sequence[str]) -> int:
+    nrows = len(arrays[0])
+    for arr, label in zip(arrays, labels, strict=True):
+        if len(arr) != nrows:
+            raise ValueError(f"{label} has {len(arr)} rows, expected {nrows} "
+                             "(all columns and masks must have the same length)")
+    return nrows
+
+
+def _backend_for(device: Any, backend: Backend):
+    if backend not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"backend must be 'auto', 'cpu' or 'cuda', got {backend!r}")
+    if backend == "auto":
+        backend = "cuda" if device.kind == "cuda" else "cpu"
+    if backend == "cpu" and device.kind != "sim":
+        raise ValueError(f"the cpu kernels need host-addressable arrays; device kind is "
+                         f"{device.kind!r}")
+    if backend == "cuda":
+        from . import cuda
+
+        return cuda.Driver(device)
+    from . import cpu
+
+    return cpu.Driver(device)
+
+
+def _prepare(keys, kinds, valids):
+    """Re-view keys (zero-copy) so kernels see integers; masks as uint8."""
+    cols = [k.view(view) for k, (_, view) in zip(keys, kinds, strict=True)]
+    masks = [None if m is None else m.view(np.uint8) for m in valids]
+    return cols, [kind for kind, _ in kinds], masks
+
+
+# --- public API -----------------------------------------------------------------
+def hash_columns(device: Any, keys: Columns, valid: Sequence[Any] | None = None, *,
+                 backend: Backend = "auto") -> Any:
+    """uint64 row hash of the key columns (spec in ``hashing``), on ``device``.
+
+    The hash is what makes CPU and GPU agree: both compile the same element
+    functions, so this equals :func:`hashing.hash_numpy` bit for bit.
+    """
+    arrays, _, labels, kinds, valids = _check_keys(device, keys, valid)
+    _check_lengths(arrays + [m for m in valids if m is not None],
+                   labels + [f"validity mask of {lb}" for lb, m in zip(labels, valids, strict=True)
+                             if m is not None])
+    driver = _backend_for(device, backend)
+    return driver.hash_columns(*_prepare(arrays, kinds, valids))
+
+
+def partition_ids(device: Any, keys: Columns, npartitions: int,
+                  valid: Sequence[Any] | None = None, *, backend: Backend = "auto") -> Any:
+    """int32 partition id of every row: ``pid(hash_columns(keys), npartitions)``."""
+    n = _check_npartitions(npartitions)
+    arrays, _, labels, kinds, valids = _check_keys(device, keys, valid)
+    _check_lengths(arrays + [m for m in valids if m is not None],
+                   labels + [f"validity mask of {lb}" for lb, m in zip(labels, valids, strict=True)
+                             if m is not None])
+    driver = _backend_for(device, backend)
+    return driver.ids(*_prepare(arrays, kinds, valids), n)
+
+
+def partition(device: Any, keys: Columns, payload: Columns = (), npartitions: int = 1, *,
+              valid: Sequence[Any] | None = None, backend: Backend = "auto") -> PartitionResult:
+    """Hash-partition rows: ids, counts, offsets and every column scattered,
+    stably, into one contiguous partition-ordered buffer.
+
+    ``keys``/``payload`` are sequences of 1-D device arrays, or mappings of
+    name -> array (names then appear in error messages and ``result.names``).
+    ``valid`` gives an optional bool mask per key column (True = valid); a
+    null key hashes to a fixed value.  The masks themselves are not carried:
+    pass them as payload columns to keep them.
+    """
+    n = _check_npartitions(npartitions)
+    karr, knames, klabels, kinds, valids = _check_keys(device, keys, valid)
+    parr, pnames, plabels = _check_payload(device, payload)
+    masks = [m for m in valids if m is not None]
+    mlabels = [f"validity mask of {lb}" for lb, m in zip(klabels, valids, strict=True)
+               if m is not None]
+    _check_lengths(karr + parr + masks, klabels + plabels + mlabels)
+    driver = _backend_for(device, backend)
+    cols, kind_names, kmasks = _prepare(karr, kinds, valids)
+    ids, counts, offsets, out = driver.partition(cols, kind_names, kmasks, karr + parr, n)
+    return PartitionResult(ids=ids, counts=counts, offsets=offsets, columns=out,
+                           names=knames + pnames, npartitions=n)

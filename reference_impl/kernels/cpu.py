@@ -1,0 +1,261 @@
+"""CPU twins of the partition kernels (``numba.njit(parallel=True)``).
+
+The rows are cut into ``nchunks`` contiguous chunks (one per thread).  Pass 1
+hashes the keys of each chunk, writes the partition ids and a per-chunk
+histogram.  A tiny serial scan turns the histograms into per-(chunk,
+partition) write positions.  Pass 2 scatters each column: every chunk walks
+its rows in order and writes at its own cursors, so the output is stable
+(the order of a stable argsort by partition id) without any atomics.
+
+The kernels receive plain ``numpy.ndarray`` views; every buffer they write is
+allocated by the caller through the device, so the ledger sees every byte.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from functools import cache
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from .hashing import SEED, compile_functions
+
+F = compile_functions(njit(nogil=True, cache=True))
+
+
+PARALLEL_MIN_ROWS = 1 << 16  # below this, one thread: waking workers costs more than it saves
+
+
+@contextmanager
+def threads_for(nrows: int):
+    """Run small inputs on the calling thread only (``set_num_threads`` is per thread)."""
+    if nrows >= PARALLEL_MIN_ROWS:
+        yield
+        return
+    before = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
+
+
+def chunk_bounds(nrows: int) -> np.ndarray:
+    """Contiguous chunk boundaries, one chunk per thread (fewer for tiny inputs)."""
+    nchunks = max(1, min(numba.get_num_threads(), nrows // 16384))
+    return np.linspace(0, nrows, nchunks + 1).astype(np.int64)
+
+
+@cache
+def hash_step_kernel(kind: str):
+    """``h[i] = combine(h[i] or SEED, e(col[i]))`` for one key column."""
+    step = F.step[kind]
+
+    @njit(parallel=True, nogil=True, cache=True)
+    def kernel(col, valid, has_valid, h, first):
+        for i in prange(col.shape[0]):
+            h0 = SEED if first else h[i]
+            h[i] = step(h0, col, valid, has_valid, i)
+
+    return kernel
+
+
+BLOCK = 4096  # rows hashed (vectorised) before their histogram update; stays in L1/L2
+
+
+@cache
+def ids_hist_kernel(kind: str):
+    """Pass 1: partition id of each row, plus a histogram per chunk.
+
+    With kind ``"h"`` the column holds finished row hashes (several keys);
+    otherwise it is the single key column and hashing is fused in.  Each
+    chunk hashes a block of rows into ``ids`` (a loop LLVM vectorises, with
+    views sliced so indices start at 0), then counts that block while it is
+    still in cache.
+    """
+    step = F.step[kind]
+    pid = F.pid
+
+    @njit(nogil=True, cache=True)
+    def block(col, valid, has_valid, n, ids, row):
+        for i in range(col.shape[0]):
+            ids[i] = pid(step(SEED, col, valid, has_valid, i), n)
+        for i in range(ids.shape[0]):
+            row[ids[i]] += 1
+
+    @njit(parallel=True, nogil=True, cache=True)
+    def kernel(col, valid, has_valid, n, ids, hist, bounds):
+        for c in prange(bounds.shape[0] - 1):
+            row = hist[c]
+            for p in range(n):
+                row[p] = 0
+            for lo in range(bounds[c], bounds[c + 1], BLOCK):
+                hi = min(lo + BLOCK, bounds[c + 1])
+                vb = valid[lo:hi] if has_valid else valid
+                block(col[lo:hi], vb, has_valid, n, ids[lo:hi], row)
+
+    return kernel
+
+
+@cache
+def ids_kernel(kind: str):
+    """Partition ids only (no histogram), for ``partition_ids``."""
+    step = F.step[kind]
+    pid = F.pid
+
+    @njit(parallel=True, nogil=True, cache=True)
+    def kernel(col, valid, has_valid, n, ids):
+        for i in prange(col.shape[0]):
+            ids[i] = pid(step(SEED, col, valid, has_valid, i), n)
+
+    return kernel
+
+
+@njit(nogil=True, cache=True)
+def scan_kernel(hist, counts, offsets):
+    """Histograms -> counts, exclusive offsets (length n+1) and, in place,
+    the start position of every (chunk, partition)."""
+    nchunks, n = hist.shape
+    total = 0
+    for p in range(n):
+        offsets[p] = total
+        for c in range(nchunks):
+            k = hist[c, p]
+            hist[c, p] = total
+            total += k
+        counts[p] = total - offsets[p]
+    offsets[n] = total
+
+
+@njit(nogil=True, cache=True)
+def _scatter_rows(ids, cur, src, dst):
+    for i in range(ids.shape[0]):
+        p = ids[i]
+        j = cur[p]
+        dst[j] = src[i]
+        cur[p] = j + 1
+
+
+@njit(nogil=True, cache=True)
+def _scatter_rows2(ids, cur, src0, dst0, src1, dst1):
+    for i in range(ids.shape[0]):
+        p = ids[i]
+        j = cur[p]
+        dst0[j] = src0[i]
+        dst1[j] = src1[i]
+        cur[p] = j + 1
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def scatter_kernel(ids, pos, cursor, src, dst, bounds):
+    """Pass 2 for one column: stable scatter of ``src`` into ``dst``.
+
+    Chunk ``c`` starts writing partition ``p`` at ``pos[c, p]``, so chunks
+    never collide and rows keep their input order within a partition.
+    """
+    for c in prange(bounds.shape[0] - 1):
+        cursor[c, :] = pos[c, :]
+        lo, hi = bounds[c], bounds[c + 1]
+        _scatter_rows(ids[lo:hi], cursor[c], src[lo:hi], dst)
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def scatter2_kernel(ids, pos, cursor, src0, dst0, src1, dst1, bounds):
+    """Pass 2 for two columns of one width at once (one read of the ids)."""
+    for c in prange(bounds.shape[0] - 1):
+        cursor[c, :] = pos[c, :]
+        lo, hi = bounds[c], bounds[c + 1]
+        _scatter_rows2(ids[lo:hi], cursor[c], src0[lo:hi], dst0, src1[lo:hi], dst1)
+
+def _np(arr):
+    """Plain zero-copy ndarray view for the jitted functions."""
+    return arr.view(np.ndarray)
+
+
+class Driver:
+    """Runs the CPU kernels on a sim device; every output comes from ``device.empty``."""
+
+    def __init__(self, device):
+        self.device = device
+        self._no_mask = device.empty(0, np.uint8)
+
+    def _mask(self, m):
+        return (_np(self._no_mask), False) if m is None else (_np(m), True)
+
+    def hash_columns(self, cols, kinds, masks):
+        with threads_for(len(cols[0])):
+            return self._hash_columns(cols, kinds, masks)
+
+    def ids(self, cols, kinds, masks, n):
+        with threads_for(len(cols[0])):
+            return self._ids(cols, kinds, masks, n)
+
+    def partition(self, cols, kinds, masks, columns, n):
+        with threads_for(len(cols[0])):
+            return self._partition(cols, kinds, masks, columns, n)
+
+    def _hash_columns(self, cols, kinds, masks):
+        nrows = len(cols[0])
+        h = self.device.empty(nrows, np.uint64)
+        for k, (col, kind, m) in enumerate(zip(cols, kinds, masks, strict=True)):
+            mask, has = self._mask(m)
+            hash_step_kernel(kind)(_np(col), mask, has, _np(h), k == 0)
+        return h
+
+    def _source(self, cols, kinds, masks):
+        """One column to compute ids from: the key itself, or the folded row hash."""
+        if len(cols) == 1:
+            mask, has = self._mask(masks[0])
+            return cols[0], kinds[0], mask, has
+        return self._hash_columns(cols, kinds, masks), "h", _np(self._no_mask), False
+
+    def _ids(self, cols, kinds, masks, n):
+        ids = self.device.empty(len(cols[0]), np.int32)
+        src, kind, mask, has = self._source(cols, kinds, masks)
+        ids_kernel(kind)(_np(src), mask, has, n, _np(ids))
+        return ids
+
+    def ids_counts(self, cols, kinds, masks, n):
+        """Pass 1 + scan: (ids, counts, offsets, pos) with pos[chunk, p] start rows."""
+        dev = self.device
+        nrows = len(cols[0])
+        bounds = chunk_bounds(nrows)
+        ids = dev.empty(nrows, np.int32)
+        pos = dev.empty((len(bounds) - 1, n), np.int64)
+        counts = dev.empty(n, np.int64)
+        offsets = dev.empty(n + 1, np.int64)
+        src, kind, mask, has = self._source(cols, kinds, masks)
+        ids_hist_kernel(kind)(_np(src), mask, has, n, _np(ids), _np(pos), bounds)
+        del src
+        scan_kernel(_np(pos), _np(counts), _np(offsets))
+        self._pos, self._bounds = pos, bounds
+        return ids, counts, offsets
+
+    def _partition(self, cols, kinds, masks, columns, n):
+        dev = self.device
+        ids, counts, offsets = self.ids_counts(cols, kinds, masks, n)
+        pos, bounds = self._pos, self._bounds
+        self._pos = None
+        cursor = dev.empty(pos.shape, np.int64)
+        out = [dev.empty(len(c), c.dtype) for c in columns]
+        uids, upos, ucur = _np(ids), _np(pos), _np(cursor)
+        src = [_np(c).view(_uint_view(c.dtype)) for c in columns]
+        dst = [_np(o).view(_uint_view(o.dtype)) for o in out]
+        # Pair columns of equal width so one read of the ids serves two columns.
+        by_width: dict[int, list[int]] = {}
+        for i, s in enumerate(src):
+            by_width.setdefault(s.dtype.itemsize, []).append(i)
+        for idx in by_width.values():
+            while len(idx) >= 2:
+                a, b = idx.pop(0), idx.pop(0)
+                scatter2_kernel(uids, upos, ucur, src[a], dst[a], src[b], dst[b], bounds)
+            if idx:
+                a = idx.pop()
+                scatter_kernel(uids, upos, ucur, src[a], dst[a], bounds)
+        return ids, counts, offsets, out
+
+
+def _uint_view(dtype):
+    return {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[np.dtype(dtype).itemsize]

@@ -1,0 +1,379 @@
+"""CUDA twins of the partition kernels (``numba.cuda``).
+
+Imported lazily by ``api``; nothing touches ``numba.cuda`` until a kernel is
+first needed, so this module imports cleanly on a machine without CUDA.
+
+Algorithm (``NB`` blocks, block ``b`` owns the contiguous rows
+``[b*R, (b+1)*R)``, which is what makes the scatter stable):
+
+1. ``ids_hist``: hash every row of the block (element functions shared with
+   the CPU through ``hashing.compile_functions``), write its partition id, and
+   count it in a shared-memory histogram (global atomics when ``n > 4096``).
+   The block's histogram is stored partition-major: ``cnt[p * NB + b]``.
+2. ``scan``: exclusive scan of ``cnt`` (block-level Hillis-Steele scan of
+   tiles, then the tile sums, then a fix-up), so ``pos[p * NB + b]`` is
+   where block ``b`` starts writing partition ``p``; ``offsets[p] = pos[p*NB]``.
+3. ``rank``: every block walks its rows in tiles of ``TPB`` rows; a row's
+   destination is ``cursor[p]`` plus the number of earlier rows of the tile
+   with the same partition (counted in shared memory); the last such row
+   advances ``cursor[p]``.  Destinations are written to ``dest``.
+4. ``scatter``: ``out[dest[i]] = col[i]`` for every column (coalesced reads).
+
+Only ``syncthreads``, shared arrays and atomics are used (no warp
+intrinsics), so the very same kernels run under ``NUMBA_ENABLE_CUDASIM=1``.
+Known cost: the in-tile rank is ``O(TPB)`` shared-memory reads per row; a
+``match_any_sync`` warp rank would be faster on hardware but does not exist
+in the simulator.  Every buffer is allocated through ``device.empty``.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from .hashing import SEED, compile_functions
+
+TPB = 128  # threads per block (and rows per rank tile)
+SHARED_MAX = 4096  # partitions that fit the shared-memory histogram / cursor
+#: fanouts up to this use the shared-memory kernels, larger ones global memory
+#: (tests lower it to exercise the global path at small fanouts)
+SHARED_PARTITIONS_LIMIT = SHARED_MAX
+MAX_BLOCKS = 1024
+SCAN_TPB = 256
+
+
+# ``numba.cuda`` is bound here on first use.  Kernels must reach it as a module
+# global (not a closure variable): the simulator swaps module globals that
+# refer to ``numba.cuda`` for its fake module while a kernel runs.
+cuda: Any = None
+
+
+def _cuda():
+    global cuda
+    if cuda is None:
+        from numba import cuda as numba_cuda
+
+        cuda = numba_cuda
+    return cuda
+
+
+@cache
+def _functions():
+    _cuda()
+    return compile_functions(cuda.jit(device=True))
+
+
+@cache
+def _ids_hist(kind: str, shared: bool):
+    _cuda()
+    F = _functions()
+    step, pid = F.step[kind], F.pid
+    i32 = np.int32
+
+    if shared:
+        @cuda.jit
+        def kernel(col, valid, has_valid, n, ids, cnt, rows_per_block):
+            nb = cuda.gridDim.x
+            b = cuda.blockIdx.x
+            t = cuda.threadIdx.x
+            hist = cuda.shared.array(SHARED_MAX, dtype=i32)
+            for p in range(t, n, cuda.blockDim.x):
+                hist[p] = 0
+            cuda.syncthreads()
+            lo = b * rows_per_block
+            hi = min(lo + rows_per_block, col.shape[0])
+            for i in range(lo + t, hi, cuda.blockDim.x):
+                p = pid(step(SEED, col, valid, has_valid, i), n)
+                ids[i] = p
+                cuda.atomic.add(hist, p, 1)
+            cuda.syncthreads()
+            for p in range(t, n, cuda.blockDim.x):
+                cnt[p * nb + b] = hist[p]
+    else:
+        @cuda.jit
+        def kernel(col, valid, has_valid, n, ids, cnt, rows_per_block):
+            nb = cuda.gridDim.x
+            b = cuda.blockIdx.x
+            t = cuda.threadIdx.x
+            lo = b * rows_per_block
+            hi = min(lo + rows_per_block, col.shape[0])
+            for i in range(lo + t, hi, cuda.blockDim.x):
+                p = pid(step(SEED, col, valid, has_valid, i), n)
+                ids[i] = p
+                cuda.atomic.add(cnt, p * nb + b, 1)
+
+    return kernel
+
+
+@cache
+def _hash_step(kind: str):
+    _cuda()
+    step = _functions().step[kind]
+
+    @cuda.jit
+    def kernel(col, valid, has_valid, h, first):
+        start = cuda.grid(1)
+        stride = cuda.gridsize(1)
+        for i in range(start, col.shape[0], stride):
+            h0 = SEED if first else h[i]
+            h[i] = step(h0, col, valid, has_valid, i)
+
+    return kernel
+
+
+@cache
+def _ids_only(kind: str):
+    _cuda()
+    F = _functions()
+    step, pid = F.step[kind], F.pid
+
+    @cuda.jit
+    def kernel(col, valid, has_valid, n, ids):
+        start = cuda.grid(1)
+        stride = cuda.gridsize(1)
+        for i in range(start, col.shape[0], stride):
+            ids[i] = pid(step(SEED, col, valid, has_valid, i), n)
+
+    return kernel
+
+
+@cache
+def _scan_kernels():
+    _cuda()
+    i64 = np.int64
+
+    @cuda.jit
+    def tile_scan(x, out, sums):
+        """Exclusive scan of each SCAN_TPB tile of ``x``; tile totals to ``sums``."""
+        tile = cuda.shared.array(SCAN_TPB, dtype=i64)
+        t = cuda.threadIdx.x
+        i = cuda.blockIdx.x * SCAN_TPB + t
+        v = x[i] if i < x.shape[0] else 0
+        tile[t] = v
+        cuda.syncthreads()
+        d = 1
+        while d < SCAN_TPB:
+            a = tile[t - d] if t >= d else 0
+            cuda.syncthreads()
+            tile[t] += a
+            cuda.syncthreads()
+            d *= 2
+        if i < x.shape[0]:
+            out[i] = tile[t] - v
+        if t == SCAN_TPB - 1:
+            sums[cuda.blockIdx.x] = tile[t]
+
+    @cuda.jit
+    def add_base(out, base):
+        i = cuda.grid(1)
+        if i < out.shape[0]:
+            out[i] += base[i // SCAN_TPB]
+
+    @cuda.jit
+    def finish(pos, nb, nrows, counts, offsets):
+        p = cuda.grid(1)
+        n = counts.shape[0]
+        if p < n:
+            offsets[p] = pos[p * nb]
+        if p == 0:
+            offsets[n] = nrows
+        if p < n:
+            stop = pos[(p + 1) * nb] if p + 1 < n else nrows
+            counts[p] = stop - pos[p * nb]
+
+    return tile_scan, add_base, finish
+
+
+@cache
+def _rank(shared: bool):
+    _cuda()
+    i32, i64 = np.int32, np.int64
+
+    @cuda.jit(device=True)
+    def rank_rows(ids, dest, cur, lo, hi, tile):
+        t = cuda.threadIdx.x
+        for base in range(lo, hi, TPB):  # same trip count for the whole block
+            i = base + t
+            p = ids[i] if i < hi else -1
+            tile[t] = p
+            cuda.syncthreads()
+            rank = 0
+            total = 0
+            for j in range(TPB):
+                if tile[j] == p:
+                    total += 1
+                    if j < t:
+                        rank += 1
+            d = 0
+            if p >= 0:
+                d = cur[p] + rank
+                dest[i] = d
+            cuda.syncthreads()
+            if p >= 0 and rank == total - 1:
+                cur[p] = d + 1
+            cuda.syncthreads()
+
+    if shared:
+        @cuda.jit
+        def kernel(ids, pos, dest, rows_per_block, n, cursor):
+            nb = cuda.gridDim.x
+            b = cuda.blockIdx.x
+            t = cuda.threadIdx.x
+            cur = cuda.shared.array(SHARED_MAX, dtype=i64)
+            tile = cuda.shared.array(TPB, dtype=i32)
+            for p in range(t, n, TPB):
+                cur[p] = pos[p * nb + b]
+            cuda.syncthreads()
+            lo = b * rows_per_block
+            hi = min(lo + rows_per_block, ids.shape[0])
+            rank_rows(ids, dest, cur, lo, hi, tile)
+    else:
+        @cuda.jit
+        def kernel(ids, pos, dest, rows_per_block, n, cursor):
+            nb = cuda.gridDim.x
+            b = cuda.blockIdx.x
+            t = cuda.threadIdx.x
+            cur = cursor[b]
+            tile = cuda.shared.array(TPB, dtype=i32)
+            for p in range(t, n, TPB):
+                cur[p] = pos[p * nb + b]
+            cuda.syncthreads()
+            lo = b * rows_per_block
+            hi = min(lo + rows_per_block, ids.shape[0])
+            rank_rows(ids, dest, cur, lo, hi, tile)
+
+    return kernel
+
+
+@cache
+def _scatter():
+    _cuda()
+
+    @cuda.jit
+    def kernel(dest, src, dst):
+        start = cuda.grid(1)
+        stride = cuda.gridsize(1)
+        for i in range(start, src.shape[0], stride):
+            dst[dest[i]] = src[i]
+
+    return kernel
+
+
+def _raw(arr: Any) -> Any:
+    """What a numba.cuda kernel accepts: CuPy arrays as they are, sim arrays as ndarrays."""
+    return arr.view(np.ndarray) if isinstance(arr, np.ndarray) else arr
+
+
+ROWS_PER_THREAD = 16  # rows each thread hashes in pass 1 (tests lower it to get many blocks)
+
+
+def _grid(nrows: int) -> tuple[int, int]:
+    """(blocks, rows per block): a capped block count keeps the (p, block) table small."""
+    nb = max(1, min(MAX_BLOCKS, -(-nrows // (TPB * ROWS_PER_THREAD))))
+    return nb, -(-nrows // nb)
+
+
+class Driver:
+    """Runs the CUDA kernels; every buffer comes from ``device.empty``."""
+
+    def __init__(self, device: Any):
+        self.device = device
+        self._no_mask = device.empty(0, np.uint8)
+
+    def _mask(self, m):
+        return (_raw(self._no_mask), False) if m is None else (_raw(m), True)
+
+    @staticmethod
+    def _sync():
+        _cuda().synchronize()
+
+    def hash_columns(self, cols, kinds, masks):
+        nrows = len(cols[0])
+        h = self.device.empty(nrows, np.uint64)
+        if nrows:
+            blocks = max(1, min(MAX_BLOCKS, -(-nrows // TPB)))
+            for k, (col, kind, m) in enumerate(zip(cols, kinds, masks, strict=True)):
+                mask, has = self._mask(m)
+                _hash_step(kind)[blocks, TPB](_raw(col), mask, has, _raw(h), k == 0)
+            self._sync()
+        return h
+
+    def _scan(self, x):
+        """Exclusive scan of the int64 device array ``x`` (recursive over tile sums)."""
+        tile_scan, add_base, _ = _scan_kernels()
+        ntiles = -(-len(x) // SCAN_TPB)
+        out = self.device.empty(len(x), np.int64)
+        sums = self.device.empty(ntiles, np.int64)
+        tile_scan[ntiles, SCAN_TPB](_raw(x), _raw(out), _raw(sums))
+        if ntiles > 1:
+            base = self._scan(sums)
+            add_base[ntiles, SCAN_TPB](_raw(out), _raw(base))
+        return out
+
+    def _source(self, cols, kinds, masks):
+        """One column to compute ids from: the key itself, or the folded row hash."""
+        if len(cols) == 1:
+            mask, has = self._mask(masks[0])
+            return cols[0], kinds[0], mask, has
+        return self.hash_columns(cols, kinds, masks), "h", _raw(self._no_mask), False
+
+    def ids(self, cols, kinds, masks, n):
+        nrows = len(cols[0])
+        ids = self.device.empty(nrows, np.int32)
+        if nrows:
+            src, kind, mask, has = self._source(cols, kinds, masks)
+            blocks = max(1, min(MAX_BLOCKS * 4, -(-nrows // TPB)))
+            _ids_only(kind)[blocks, TPB](_raw(src), mask, has, n, _raw(ids))
+            self._sync()
+        return ids
+
+    def ids_counts(self, cols, kinds, masks, n):
+        dev = self.device
+        nrows = len(cols[0])
+        ids = dev.empty(nrows, np.int32)
+        counts = dev.empty(n, np.int64)
+        offsets = dev.empty(n + 1, np.int64)
+        nb, rpb = _grid(nrows)
+        if nrows == 0:
+            counts[...] = 0
+            offsets[...] = 0
+            self._pos = None
+            return ids, counts, offsets
+        src, kind, mask, has = self._source(cols, kinds, masks)
+        cnt = dev.empty(n * nb, np.int64)
+        shared = n <= min(SHARED_PARTITIONS_LIMIT, SHARED_MAX)
+        if not shared:
+            cnt[...] = 0
+        _ids_hist(kind, shared)[nb, TPB](_raw(src), mask, has, n, _raw(ids), _raw(cnt), rpb)
+        del src
+        pos = self._scan(cnt)
+        del cnt
+        finish = _scan_kernels()[2]
+        finish[-(-n // TPB), TPB](_raw(pos), nb, nrows, _raw(counts), _raw(offsets))
+        self._sync()
+        self._pos, self._grid = pos, (nb, rpb)
+        return ids, counts, offsets
+
+    def partition(self, cols, kinds, masks, columns, n):
+        dev = self.device
+        ids, counts, offsets = self.ids_counts(cols, kinds, masks, n)
+        out = [dev.empty(len(c), c.dtype) for c in columns]
+        nrows = len(ids)
+        if nrows == 0:
+            return ids, counts, offsets, out
+        pos, (nb, rpb) = self._pos, self._grid
+        self._pos = None
+        dest = dev.empty(nrows, np.int64)
+        shared = n <= min(SHARED_PARTITIONS_LIMIT, SHARED_MAX)
+        cursor = dev.empty((1, 1) if shared else (nb, n), np.int64)
+        _rank(shared)[nb, TPB](_raw(ids), _raw(pos), _raw(dest), rpb, n, _raw(cursor))
+        del pos, cursor
+        blocks = max(1, min(MAX_BLOCKS * 4, -(-nrows // TPB)))
+        scatter = _scatter()
+        for c, o in zip(columns, out, strict=True):
+            width = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[c.dtype.itemsize]
+            scatter[blocks, TPB](_raw(dest), _raw(c.view(width)), _raw(o.view(width)))
+        self._sync()
+        return ids, counts, offsets, out
