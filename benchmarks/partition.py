@@ -2,11 +2,23 @@
 
 Measures, in one run on one box: the reference kernels (1 int64 key + 2
 int64 payload columns) at several fanouts, the copy bandwidth of the same
-bytes, a numpy argsort-based partitioning, and dask's pandas partitioning
-(``dask.dataframe.shuffle.shuffle_group_2``: ``hash_object_dispatch`` % n,
-then pandas' ``groupsort_indexer`` + ``take`` + split).  Throughput is input
-bytes per second; ratios are to the copy's payload rate (bytes copied per
-second, as ``B_copy`` in the perf anchors) and to the pandas path.
+bytes, a numpy argsort-based partitioning, and dask's pandas partitioning as
+a dask task shuffle runs it (``AssignPartitioningIndex``: the key cast to
+float64, ``hash_object_dispatch`` % n, assigned as ``_partitions``; then
+``shuffle_group``: pandas' ``groupsort_indexer`` + ``take`` + split).
+
+The kernels are timed two ways:
+
+- **api**: ``partition(...)`` as a caller uses it, allocating fresh outputs
+  (and first-touching them) on every call.  Its fair baseline is
+  ``memcpy+alloc``: allocate a fresh destination, then copy.
+- **reuse**: ``partition(..., out=..., ids_out=...)`` writing into buffers
+  allocated and touched once; its baseline is ``memcpy`` between two warm
+  buffers.
+
+Throughput is input bytes per second; ratios are to the copy's payload rate
+(bytes copied per second, as ``B_copy`` in the perf anchors) and to the
+pandas path.
 
     python benchmarks/partition.py --rows 1e7 --fanouts 16,256,1024,4096 --repeat 3
     python benchmarks/partition.py --device cuda      # vs device-to-device copy
@@ -40,11 +52,20 @@ def best_of(repeat: int, fn: Callable[[], object], sync: Callable[[], None] = la
     return min(times)
 
 
-def time_copy(xp, nbytes: int, repeat: int, sync: Callable[[], None]) -> float:
-    """Best time to copy ``nbytes`` between two warm buffers of ``xp`` (numpy or cupy)."""
+def time_copy(xp, nbytes: int, repeat: int, sync: Callable[[], None]) -> tuple[float, float]:
+    """Best times to copy ``nbytes`` (numpy or cupy): into a warm, pre-touched
+    destination, and into a freshly allocated one (allocation included)."""
     src = xp.ones(nbytes, dtype=xp.uint8)
-    dst = xp.empty_like(src)
-    return best_of(repeat, lambda: xp.copyto(dst, src), sync)
+    dst = xp.zeros_like(src)
+    warm = best_of(repeat, lambda: xp.copyto(dst, src), sync)
+    dst = None  # release before the fresh-allocation timing
+
+    def fresh():
+        out = xp.empty_like(src)
+        xp.copyto(out, src)
+        return out
+
+    return warm, best_of(repeat, fresh, sync)
 
 
 def cpu_model() -> str:
@@ -69,11 +90,14 @@ def numpy_partition(key: np.ndarray, cols: list[np.ndarray], n: int):
 
 
 def pandas_partition(df, n: int):
-    """dask's pandas path: hash_object_dispatch % n, groupsort_indexer, take, split."""
-    from dask.dataframe.shuffle import shuffle_group_2
+    """dask's task-shuffle split of one input partition, as dask-expr runs it:
+    ``AssignPartitioningIndex`` (hash % n into ``_partitions``), then
+    ``shuffle_group(df, "_partitions", stage=0, k=n, npartitions=n, nfinal=n)``."""
+    from dask.dataframe.dask_expr._shuffle import AssignPartitioningIndex
+    from dask.dataframe.shuffle import shuffle_group
 
-    groups, _ = shuffle_group_2(df, ["k"], True, n)
-    return groups
+    df = AssignPartitioningIndex.operation(df, ["k"], "_partitions", n, df.iloc[:0], False)
+    return shuffle_group(df, ["_partitions"], 0, n, n, False, n)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -100,20 +124,25 @@ def main(argv: list[str] | None = None) -> None:
         def sync() -> None:
             cupy.cuda.runtime.deviceSynchronize()
 
-        t_copy = time_copy(cupy, in_bytes, args.repeat, sync)
+        t_copy, t_copy_fresh = time_copy(cupy, in_bytes, args.repeat, sync)
         copy_name = "device-to-device copy (cupy.copyto)"
     else:
         def sync() -> None:
             return None
 
-        t_copy = time_copy(np, in_bytes, args.repeat, sync)
+        t_copy, t_copy_fresh = time_copy(np, in_bytes, args.repeat, sync)
         copy_name = "memcpy (np.copyto, 1 thread)"
     b_copy = in_bytes / t_copy
+    b_fresh = in_bytes / t_copy_fresh
+
+    import numba
 
     print(f"# rows={nrows:,} input={in_bytes / 2**20:,.0f} MiB (1 int64 key + 2 int64 payload)")
-    print(f"# device={dev.kind} nproc={os.cpu_count()} cpu={cpu_model()!r} "
-          f"loadavg={os.getloadavg()[0]:.2f}")
-    print(f"# {copy_name}: {b_copy / 1e9:.2f} GB/s payload ({2 * b_copy / 1e9:.2f} GB/s read+write)")
+    print(f"# device={dev.kind} nproc={os.cpu_count()} numba_threads={numba.get_num_threads()} "
+          f"cpu={cpu_model()!r} loadavg={os.getloadavg()[0]:.2f}")
+    print(f"# {copy_name}: warm dst {b_copy / 1e9:.2f} GB/s payload "
+          f"({2 * b_copy / 1e9:.2f} GB/s read+write); fresh dst (alloc included) "
+          f"{b_fresh / 1e9:.2f} GB/s payload")
 
     t_pandas: dict[int, float] = {}
     t_numpy: dict[int, float] = {}
@@ -126,18 +155,25 @@ def main(argv: list[str] | None = None) -> None:
             t_pandas[n] = best_of(max(1, args.repeat - 1), lambda n=n: pandas_partition(df, n))
         del df
 
-    header = (f"| fanout | kernels GB/s | vs {'D2D copy' if dev.kind == 'cuda' else 'memcpy'} "
-              "| numpy argsort GB/s | dask/pandas GB/s | kernels vs pandas |")
-    print(header)
-    print("|---|---|---|---|---|---|")
+    out = [dev.empty(nrows, c.dtype) for c in (key, *payload)]
+    ids = dev.empty(nrows, np.int32)
+    for o in (*out, ids):
+        o[...] = 0  # touch once, like the warm memcpy destination
+    copy = "D2D" if dev.kind == "cuda" else "memcpy"
+    print(f"| fanout | api GB/s | api vs {copy}+alloc | reuse GB/s | reuse vs {copy} "
+          "| numpy argsort GB/s | dask/pandas GB/s | api vs pandas | reuse vs pandas |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for n in fanouts:
-        t = best_of(args.repeat, lambda n=n: partition(dev, [key], payload, n), sync)
-        rate = in_bytes / t
+        t_api = best_of(args.repeat, lambda n=n: partition(dev, [key], payload, n), sync)
+        t_re = best_of(args.repeat, lambda n=n: partition(dev, [key], payload, n, out=out,
+                                                          ids_out=ids), sync)
         np_rate = f"{in_bytes / t_numpy[n] / 1e9:.3f}" if n in t_numpy else "-"
         pd_rate = f"{in_bytes / t_pandas[n] / 1e9:.3f}" if n in t_pandas else "-"
-        vs_pd = f"{t_pandas[n] / t:.1f}x" if n in t_pandas else "-"
-        print(f"| {n} | {rate / 1e9:.3f} | {rate / b_copy:.2f}x | {np_rate} | {pd_rate} | {vs_pd} |",
-              flush=True)
+        vs_pd = f"{t_pandas[n] / t_api:.1f}x" if n in t_pandas else "-"
+        vs_pd_re = f"{t_pandas[n] / t_re:.1f}x" if n in t_pandas else "-"
+        print(f"| {n} | {in_bytes / t_api / 1e9:.3f} | {t_copy_fresh / t_api:.2f}x "
+              f"| {in_bytes / t_re / 1e9:.3f} | {t_copy / t_re:.2f}x | {np_rate} | {pd_rate} "
+              f"| {vs_pd} | {vs_pd_re} |", flush=True)
 
 
 if __name__ == "__main__":

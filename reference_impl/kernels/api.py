@@ -161,6 +161,50 @@ def _prepare(keys, kinds, valids):
     return cols, [kind for kind, _ in kinds], masks
 
 
+def _check_out(device: Any, out: Sequence[Any] | None, ids_out: Any, columns: Sequence[Any],
+               labels: Sequence[str], nrows: int) -> list[Any] | None:
+    """Validate caller-supplied output buffers (before any allocation)."""
+    if out is None and ids_out is None:
+        return None
+    inputs = set()
+    for c in columns:
+        inputs.add(device.allocation_of(c)[0])
+    seen: dict[int, str] = {}
+
+    def check(buf: Any, label: str, dtype: Any) -> None:
+        if not device.is_device_array(buf):
+            raise ValueError(f"{label} is a {type(buf).__name__}, not an array of device "
+                             f"{getattr(device, 'name', device)!r}")
+        if buf.ndim != 1 or len(buf) != nrows:
+            raise ValueError(f"{label} must be 1-D with {nrows} rows, got shape "
+                             f"{tuple(buf.shape)}")
+        if buf.dtype != dtype:
+            raise ValueError(f"{label} has dtype {buf.dtype}, expected {np.dtype(dtype)}")
+        if not buf.flags.c_contiguous:
+            raise ValueError(f"{label} must be contiguous")
+        alloc = device.allocation_of(buf)[0]
+        if alloc in inputs:
+            raise ValueError(f"{label} shares memory with an input column")
+        if alloc in seen:
+            raise ValueError(f"{label} shares memory with {seen[alloc]}")
+        seen[alloc] = label
+
+    if ids_out is not None:
+        check(ids_out, "ids_out", np.int32)
+    if out is None:
+        return None
+    if isinstance(out, Mapping) or not isinstance(out, Sequence):
+        raise ValueError(f"out must be a sequence of {len(columns)} arrays (keys then payload), "
+                         f"got {type(out).__name__}")
+    out = list(out)
+    if len(out) != len(columns):
+        raise ValueError(f"out has {len(out)} arrays for {len(columns)} columns "
+                         "(keys then payload)")
+    for buf, col, label in zip(out, columns, labels, strict=True):
+        check(buf, f"out for {label}", col.dtype)
+    return out
+
+
 # --- public API -----------------------------------------------------------------
 def hash_columns(device: Any, keys: Columns, valid: Sequence[Any] | None = None, *,
                  backend: Backend = "auto") -> Any:
@@ -190,7 +234,8 @@ def partition_ids(device: Any, keys: Columns, npartitions: int,
 
 
 def partition(device: Any, keys: Columns, payload: Columns = (), npartitions: int = 1, *,
-              valid: Sequence[Any] | None = None, backend: Backend = "auto") -> PartitionResult:
+              valid: Sequence[Any] | None = None, backend: Backend = "auto",
+              out: Sequence[Any] | None = None, ids_out: Any = None) -> PartitionResult:
     """Hash-partition rows: ids, counts, offsets and every column scattered,
     stably, into one contiguous partition-ordered buffer.
 
@@ -199,6 +244,14 @@ def partition(device: Any, keys: Columns, payload: Columns = (), npartitions: in
     ``valid`` gives an optional bool mask per key column (True = valid); a
     null key hashes to a fixed value.  The masks themselves are not carried:
     pass them as payload columns to keep them.
+
+    ``out`` (optional) reuses caller-owned buffers for ``result.columns``: one
+    contiguous 1-D array per column (keys then payload) of the same device,
+    length and dtype, sharing no memory with the inputs or with each other.
+    ``ids_out`` likewise reuses an int32 buffer for ``result.ids``.  Passing
+    them skips allocating (and first-touching) the large outputs on every
+    call; a bad buffer raises ``ValueError`` naming the column, before
+    anything is allocated.
     """
     n = _check_npartitions(npartitions)
     karr, knames, klabels, kinds, valids = _check_keys(device, keys, valid)
@@ -206,9 +259,11 @@ def partition(device: Any, keys: Columns, payload: Columns = (), npartitions: in
     masks = [m for m in valids if m is not None]
     mlabels = [f"validity mask of {lb}" for lb, m in zip(klabels, valids, strict=True)
                if m is not None]
-    _check_lengths(karr + parr + masks, klabels + plabels + mlabels)
+    nrows = _check_lengths(karr + parr + masks, klabels + plabels + mlabels)
+    out = _check_out(device, out, ids_out, karr + parr, klabels + plabels, nrows)
     driver = _backend_for(device, backend)
     cols, kind_names, kmasks = _prepare(karr, kinds, valids)
-    ids, counts, offsets, out = driver.partition(cols, kind_names, kmasks, karr + parr, n)
+    ids, counts, offsets, out = driver.partition(cols, kind_names, kmasks, karr + parr, n,
+                                                 out=out, ids_out=ids_out)
     return PartitionResult(ids=ids, counts=counts, offsets=offsets, columns=out,
                            names=knames + pnames, npartitions=n)

@@ -3,9 +3,10 @@
 The rows are cut into ``nchunks`` contiguous chunks (one per thread).  Pass 1
 hashes the keys of each chunk, writes the partition ids and a per-chunk
 histogram.  A tiny serial scan turns the histograms into per-(chunk,
-partition) write positions.  Pass 2 scatters each column: every chunk walks
-its rows in order and writes at its own cursors, so the output is stable
-(the order of a stable argsort by partition id) without any atomics.
+partition) write positions.  Pass 2 scatters the columns, all columns of one
+width (up to ``MAX_FUSED``) in one pass: every chunk walks its rows in order
+and writes at its own cursors, so the output is stable (the order of a stable
+argsort by partition id) without any atomics.
 
 The kernels receive plain ``numpy.ndarray`` views; every buffer they write is
 allocated by the caller through the device, so the ledger sees every byte.
@@ -129,45 +130,37 @@ def scan_kernel(hist, counts, offsets):
     offsets[n] = total
 
 
-@njit(nogil=True, cache=True)
-def _scatter_rows(ids, cur, src, dst):
-    for i in range(ids.shape[0]):
-        p = ids[i]
-        j = cur[p]
-        dst[j] = src[i]
-        cur[p] = j + 1
+MAX_FUSED = 4  # columns of one width scattered per pass (one read of the ids serves them all)
 
 
 @njit(nogil=True, cache=True)
-def _scatter_rows2(ids, cur, src0, dst0, src1, dst1):
-    for i in range(ids.shape[0]):
+def _scatter_direct(ids, cur, lo, hi, ncols, s0, d0, s1, d1, s2, d2, s3, d3):
+    # ``ncols`` is loop-invariant, so the branches are unswitched out of the loop.
+    for i in range(lo, hi):
         p = ids[i]
         j = cur[p]
-        dst0[j] = src0[i]
-        dst1[j] = src1[i]
+        d0[j] = s0[i]
+        if ncols > 1:
+            d1[j] = s1[i]
+        if ncols > 2:
+            d2[j] = s2[i]
+        if ncols > 3:
+            d3[j] = s3[i]
         cur[p] = j + 1
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def scatter_kernel(ids, pos, cursor, src, dst, bounds):
-    """Pass 2 for one column: stable scatter of ``src`` into ``dst``.
+def scatter_kernel(ids, pos, bounds, ncols, s0, d0, s1, d1, s2, d2, s3, d3):
+    """Pass 2 for up to 4 columns of one width (unused slots: empty arrays).
 
-    Chunk ``c`` starts writing partition ``p`` at ``pos[c, p]``, so chunks
-    never collide and rows keep their input order within a partition.
+    Chunk ``c`` starts writing partition ``p`` at ``pos[c, p]`` (``pos`` is
+    consumed as the cursor), so chunks never collide and rows keep their input
+    order within a partition.
     """
     for c in prange(bounds.shape[0] - 1):
-        cursor[c, :] = pos[c, :]
-        lo, hi = bounds[c], bounds[c + 1]
-        _scatter_rows(ids[lo:hi], cursor[c], src[lo:hi], dst)
+        _scatter_direct(ids, pos[c], bounds[c], bounds[c + 1], ncols,
+                        s0, d0, s1, d1, s2, d2, s3, d3)
 
-
-@njit(parallel=True, nogil=True, cache=True)
-def scatter2_kernel(ids, pos, cursor, src0, dst0, src1, dst1, bounds):
-    """Pass 2 for two columns of one width at once (one read of the ids)."""
-    for c in prange(bounds.shape[0] - 1):
-        cursor[c, :] = pos[c, :]
-        lo, hi = bounds[c], bounds[c + 1]
-        _scatter_rows2(ids[lo:hi], cursor[c], src0[lo:hi], dst0, src1[lo:hi], dst1)
 
 def _np(arr):
     """Plain zero-copy ndarray view for the jitted functions."""
@@ -192,9 +185,9 @@ class Driver:
         with threads_for(len(cols[0])):
             return self._ids(cols, kinds, masks, n)
 
-    def partition(self, cols, kinds, masks, columns, n):
+    def partition(self, cols, kinds, masks, columns, n, out=None, ids_out=None):
         with threads_for(len(cols[0])):
-            return self._partition(cols, kinds, masks, columns, n)
+            return self._partition(cols, kinds, masks, columns, n, out, ids_out)
 
     def _hash_columns(self, cols, kinds, masks):
         nrows = len(cols[0])
@@ -217,12 +210,12 @@ class Driver:
         ids_kernel(kind)(_np(src), mask, has, n, _np(ids))
         return ids
 
-    def ids_counts(self, cols, kinds, masks, n):
+    def ids_counts(self, cols, kinds, masks, n, ids_out=None):
         """Pass 1 + scan: (ids, counts, offsets, pos) with pos[chunk, p] start rows."""
         dev = self.device
         nrows = len(cols[0])
         bounds = chunk_bounds(nrows)
-        ids = dev.empty(nrows, np.int32)
+        ids = dev.empty(nrows, np.int32) if ids_out is None else ids_out
         pos = dev.empty((len(bounds) - 1, n), np.int64)
         counts = dev.empty(n, np.int64)
         offsets = dev.empty(n + 1, np.int64)
@@ -233,27 +226,35 @@ class Driver:
         self._pos, self._bounds = pos, bounds
         return ids, counts, offsets
 
-    def _partition(self, cols, kinds, masks, columns, n):
+    def _partition(self, cols, kinds, masks, columns, n, out=None, ids_out=None):
         dev = self.device
-        ids, counts, offsets = self.ids_counts(cols, kinds, masks, n)
+        ids, counts, offsets = self.ids_counts(cols, kinds, masks, n, ids_out)
         pos, bounds = self._pos, self._bounds
         self._pos = None
-        cursor = dev.empty(pos.shape, np.int64)
-        out = [dev.empty(len(c), c.dtype) for c in columns]
-        uids, upos, ucur = _np(ids), _np(pos), _np(cursor)
+        out = [dev.empty(len(c), c.dtype) for c in columns] if out is None else list(out)
+        uids, upos = _np(ids), _np(pos)
         src = [_np(c).view(_uint_view(c.dtype)) for c in columns]
         dst = [_np(o).view(_uint_view(o.dtype)) for o in out]
-        # Pair columns of equal width so one read of the ids serves two columns.
+        # Columns of one width go through the ids together, up to MAX_FUSED at a time.
         by_width: dict[int, list[int]] = {}
         for i, s in enumerate(src):
             by_width.setdefault(s.dtype.itemsize, []).append(i)
-        for idx in by_width.values():
-            while len(idx) >= 2:
-                a, b = idx.pop(0), idx.pop(0)
-                scatter2_kernel(uids, upos, ucur, src[a], dst[a], src[b], dst[b], bounds)
-            if idx:
-                a = idx.pop()
-                scatter_kernel(uids, upos, ucur, src[a], dst[a], bounds)
+        groups = [idx[k:k + MAX_FUSED] for idx in by_width.values()
+                  for k in range(0, len(idx), MAX_FUSED)]
+        for g, idx in enumerate(groups):
+            # the cursors are consumed: every group but the last works on a copy
+            if g == len(groups) - 1:
+                cur = upos
+            else:
+                cursor = dev.empty(pos.shape, np.int64)
+                cur = _np(cursor)
+                cur[...] = upos
+            dtype = src[idx[0]].dtype
+            none = np.empty(0, dtype)
+            args = []
+            for k in range(MAX_FUSED):
+                args += [src[idx[k]], dst[idx[k]]] if k < len(idx) else [none, none]
+            scatter_kernel(uids, cur, bounds, len(idx), *args)
         return ids, counts, offsets, out
 
 

@@ -329,10 +329,10 @@ class Driver:
             self._sync()
         return ids
 
-    def ids_counts(self, cols, kinds, masks, n):
+    def ids_counts(self, cols, kinds, masks, n, ids_out=None):
         dev = self.device
         nrows = len(cols[0])
-        ids = dev.empty(nrows, np.int32)
+        ids = dev.empty(nrows, np.int32) if ids_out is None else ids_out
         counts = dev.empty(n, np.int64)
         offsets = dev.empty(n + 1, np.int64)
         nb, rpb = _grid(nrows)
@@ -356,10 +356,10 @@ class Driver:
         self._pos, self._grid = pos, (nb, rpb)
         return ids, counts, offsets
 
-    def partition(self, cols, kinds, masks, columns, n):
+    def partition(self, cols, kinds, masks, columns, n, out=None, ids_out=None):
         dev = self.device
-        ids, counts, offsets = self.ids_counts(cols, kinds, masks, n)
-        out = [dev.empty(len(c), c.dtype) for c in columns]
+        ids, counts, offsets = self.ids_counts(cols, kinds, masks, n, ids_out)
+        out = [dev.empty(len(c), c.dtype) for c in columns] if out is None else list(out)
         nrows = len(ids)
         if nrows == 0:
             return ids, counts, offsets, out

@@ -56,6 +56,13 @@ SCRIPT = textwrap.dedent(
     check([dev.asarray(skew)], [pl], 64, tag="skew")
     check([dev.asarray(np.empty(0, np.int32))], [dev.asarray(np.empty(0, np.float64))], 4,
           tag="empty")
+    outs = [dev.empty(N, k.dtype), dev.empty(N, pl.dtype), dev.empty(N, b8.dtype)]
+    ids_buf = dev.empty(N, np.int32)
+    a = partition(dev, [k], [pl, b8], 64, backend="cpu")
+    b = partition(dev, [k], [pl, b8], 64, backend="cuda", out=outs, ids_out=ids_buf)
+    assert b.ids is ids_buf and all(x is y for x, y in zip(b.columns, outs))
+    assert same(a.ids, b.ids) and all(same(x, y) for x, y in zip(a.columns, b.columns))
+    print("ok out=")
     kc.SHARED_PARTITIONS_LIMIT = 16  # global-memory histogram / cursor path
     check([k], [pl], 64, tag="global path")
     kc.SHARED_PARTITIONS_LIMIT = kc.SHARED_MAX

@@ -87,3 +87,23 @@ def test_non_bool_mask(dev, cols):
     m = dev.asarray(np.ones(10, np.uint8))
     _raises(dev, TypeError, r"^validity mask of key column 0 must be bool, got uint8$",
             partition, [cols[0]], [], 4, valid=[m])
+
+
+@pytest.mark.parametrize("bad, match", [
+    ("short", r"^out for payload column 0 must be 1-D with 10 rows, got shape \(9,\)$"),
+    ("dtype", r"^out for payload column 0 has dtype int64, expected float64$"),
+    ("host", r"^out for payload column 0 is a ndarray, not an array of device"),
+    ("alias", r"^out for payload column 0 shares memory with an input column$"),
+    ("count", r"^out has 1 arrays for 2 columns \(keys then payload\)$"),
+])
+def test_bad_out_buffers(dev, cols, bad, match):
+    key_out = dev.empty(10, np.int64)
+    pay = {"short": dev.empty(9, np.float64), "dtype": dev.empty(10, np.int64),
+           "host": np.empty(10), "alias": cols[1]}.get(bad)
+    out = [key_out] if bad == "count" else [key_out, pay]
+    _raises(dev, ValueError, match, partition, [cols[0]], [cols[1]], 4, out=out)
+
+
+def test_bad_ids_out(dev, cols):
+    _raises(dev, ValueError, r"^ids_out has dtype int64, expected int32$",
+            partition, [cols[0]], [cols[1]], 4, ids_out=dev.empty(10, np.int64))

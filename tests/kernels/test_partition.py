@@ -55,19 +55,21 @@ def tables(draw):
     if draw(st.booleans()):
         valid = [draw(st.none() | hnp.arrays(np.bool_, nrows)) for _ in keys]
     n = draw(st.sampled_from([1, 2, 3, 7, 16, 64, 257, 1024, 4096, 5000]))
-    return keys, payload, valid, n
+    return keys, payload, valid, n, draw(st.booleans())
 
 
 @settings(deadline=None)
 @given(tables())
 def test_partition_matches_stable_argsort(table):
-    keys, payload, valid, n = table
+    keys, payload, valid, n, reuse = table
     dev = SimDevice("64 MiB")
     dkeys = [dev.asarray(k) for k in keys]
     dpay = [dev.asarray(p) for p in payload]
     dvalid = None if valid is None else [None if m is None else dev.asarray(m) for m in valid]
+    out = [dev.empty(len(c), c.dtype) for c in dkeys + dpay] if reuse else None
+    ids = dev.empty(len(keys[0]), np.int32) if reuse else None
     base = dev.bytes_in_use()
-    res = partition(dev, dkeys, dpay, n, valid=dvalid)
+    res = partition(dev, dkeys, dpay, n, valid=dvalid, out=out, ids_out=ids)
     _check(dev, res, keys, payload, n, valid)
     del res  # no reference cycles: the bytes come back at once, without gc
     assert dev.bytes_in_use() == base  # scratch and outputs all came back
@@ -118,3 +120,30 @@ def test_split_slice_and_names_give_device_views(dev):
         assert np.array_equal(dev.to_host(res.slice(i, "v")), dev.to_host(v))
         assert (pid_numpy(hash_numpy([dev.to_host(k)]), 8) == i).all()
     assert dev.bytes_in_use() == before  # views, no copies
+
+
+def test_out_buffers_are_reused_and_match(dev):
+    rng = np.random.default_rng(5)
+    nrows = 100_000
+    keys = rng.integers(0, 2**40, nrows)
+    payload = [rng.random(nrows), rng.integers(0, 9, nrows).astype(np.int16)]
+    dk, dp = dev.asarray(keys), [dev.asarray(p) for p in payload]
+    out = [dev.empty(nrows, np.int64), dev.empty(nrows, np.float64), dev.empty(nrows, np.int16)]
+    ids = dev.empty(nrows, np.int32)
+    for n in (7, 1024):
+        before = dev.bytes_in_use()
+        res = partition(dev, [dk], dp, n, out=out, ids_out=ids)
+        _check(dev, res, [keys], payload, n)
+        assert all(a is b for a, b in zip(res.columns, out, strict=True)) and res.ids is ids
+        del res
+        assert dev.bytes_in_use() == before
+
+
+def test_cpu_kernels_run_one_parallel_chunk_per_thread():
+    import numba
+
+    from reference_impl.kernels import cpu
+
+    assert len(cpu.chunk_bounds(10**6)) - 1 == numba.get_num_threads()
+    for kernel in (cpu.scatter_kernel, cpu.ids_hist_kernel("i")):
+        assert kernel.targetoptions["parallel"]
