@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from .errors import DeviceUnavailableError
+from .errors import DeviceOutOfMemoryError, DeviceUnavailableError
 from .ledger import MAX_OOM_RETRIES
 from .oom import OomHandler, OomHandlers
 from .sizes import parse_bytes
@@ -120,17 +120,22 @@ class CudaDevice:
         self._retries = self._retries + 1 if freed else 0
         return freed
 
-    def _with_oom_retry(self, make):
-        """CuPy-pool path: emulate RMM's failure callback around one allocation."""
-        cp = self._cp
+    def _with_oom_retry(self, make, nbytes: int):
+        """One allocation, ending in :class:`DeviceOutOfMemoryError` like the sim device.
+
+        Under RMM the failure callback already asked the handlers; the CuPy-pool
+        fallback asks them here, emulating that callback.
+        """
         for _ in range(MAX_OOM_RETRIES):
             try:
                 return make()
-            except cp.cuda.memory.OutOfMemoryError as exc:
-                need = getattr(exc, "size", 0) or 1
-                if not self._oom.free(need):
-                    raise MemoryError(str(exc)) from exc
-        return make()
+            except MemoryError as exc:
+                shortfall = max(1, self.bytes_in_use() + nbytes - self.capacity)
+                if self.allocator == "rmm" or not self._oom.free(shortfall):
+                    raise DeviceOutOfMemoryError(
+                        nbytes, self.bytes_in_use(), self.capacity, self.name
+                    ) from exc
+        raise DeviceOutOfMemoryError(nbytes, self.bytes_in_use(), self.capacity, self.name)
 
     def empty(self, shape: int | tuple[int, ...], dtype: Any = "float64") -> Any:
         import numpy as np
@@ -141,13 +146,15 @@ class CudaDevice:
         dims = (shape,) if isinstance(shape, int) else tuple(shape)
         if any(d < 0 for d in dims):
             raise ValueError(f"negative dimensions are not allowed: {shape!r}")
-        return self._with_oom_retry(lambda: self._cp.empty(dims, dtype=dtype))
+        nbytes = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
+        return self._with_oom_retry(lambda: self._cp.empty(dims, dtype=dtype), nbytes)
 
     def asarray(self, data: Any, dtype: Any = None) -> Any:
         cp = self._cp
         if isinstance(data, cp.ndarray) and dtype in (None, data.dtype):
             return data
-        arr = self._with_oom_retry(lambda: cp.asarray(data, dtype=dtype))
+        nbytes = int(getattr(data, "nbytes", 0))
+        arr = self._with_oom_retry(lambda: cp.asarray(data, dtype=dtype), nbytes)
         with self._lock:
             self._h2d += arr.nbytes
         return arr
