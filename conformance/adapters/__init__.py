@@ -1,0 +1,1 @@
+"""Built-in adapters: ``reference``, ``zict``, ``distributed-spill`` (+ reserved names)."""

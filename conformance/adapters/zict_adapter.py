@@ -1,0 +1,90 @@
+"""Adapter for ``zict.Buffer`` with the fast tier playing "device" and zict.File as disk.
+
+    zict.Buffer(fast=dict, slow=zict.Func(pickle.dumps, pickle.loads, zict.File(spill_dir)),
+                n=device_limit, weight=nbytes)
+
+zict has no host tier, no externals, no OOM hook and no integrity check, so it
+does not declare them; what it declares and fails is in expected/zict.toml.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from typing import Any
+
+from conformance.api import Snapshot, StoreEnv, Unavailable
+
+
+def _device_nbytes(device: Any, value: Any) -> int:
+    """Device bytes of the device arrays in ``value`` (nested containers walked)."""
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return sum(_device_nbytes(device, v) for v in value)
+    if isinstance(value, dict):
+        return sum(_device_nbytes(device, v) for v in value.values())
+    return int(value.nbytes) if device.is_device_array(value) else 0
+
+
+class ZictAdapter:
+    name = "zict"
+    capabilities = frozenset(
+        {
+            "store",
+            "store.spill.disk",
+            "store.unspill.on_access",
+            "store.lru.strict",
+            "store.evict.manual",
+            "store.threadsafe",
+            "store.faults.disk",
+            "store.pickle",
+        }
+    )
+
+    def __init__(self) -> None:
+        import zict
+
+        self._zict = zict
+        self.version = zict.__version__
+
+    def create_store(self, env: StoreEnv) -> Any:
+        z = self._zict
+        slow = z.Func(pickle.dumps, pickle.loads, z.File(env.spill_dir))
+        device = env.device
+        return z.Buffer(
+            fast={}, slow=slow, n=env.device_limit, weight=lambda k, v: _device_nbytes(device, v)
+        )
+
+    def inspect(self, store: Any) -> Snapshot:
+        fast, slow = store.fast, store.slow
+        tiers = {k: "device" for k in list(fast.keys())}
+        tiers.update({k: "disk" for k in list(slow.keys())})
+        directory = slow.d.directory
+        disk = 0
+        for fn in os.listdir(directory):
+            disk += os.path.getsize(os.path.join(directory, fn))
+        return Snapshot(
+            tiers=tiers,
+            device_bytes=int(fast.total_weight),
+            host_bytes=0,
+            disk_bytes=disk,
+            lru=list(fast.order),
+        )
+
+    def evict(self, store: Any, nbytes: int) -> int:
+        freed = 0
+        while freed < nbytes and len(store.fast):
+            _, _, weight = store.fast.evict()
+            freed += int(weight)
+        return freed
+
+    def close_store(self, store: Any) -> None:
+        store.fast.clear()
+        store.slow.clear()
+        store.close()
+
+
+def adapter() -> ZictAdapter:
+    try:
+        return ZictAdapter()
+    except ImportError as exc:
+        raise Unavailable(f"zict is not installed ({exc}); pip install zict") from exc

@@ -1,0 +1,124 @@
+"""The adapter protocol: how the suite talks to an implementation (public, versioned).
+
+``--impl=module:attr`` names an object with this shape, or a factory that takes
+no arguments and returns one. The suite owns the device and the ground truth
+(the device's ledger); the adapter only creates, inspects and closes stores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+PROTOCOL_VERSION = "1.0"
+
+Tier = Literal["device", "host", "disk"]
+TIERS: tuple[str, ...] = ("device", "host", "disk")
+
+
+@dataclass(frozen=True)
+class StoreEnv:
+    """What a store is created with. ``spill_dir`` is an empty directory owned by the test."""
+
+    device: Any
+    device_limit: int
+    host_limit: int | None
+    spill_dir: str
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What ``inspect(store)`` reports. Taking it must not unspill or change recency.
+
+    ``lru`` lists the device-tier keys from least to most recently used, or is
+    None when the implementation does not expose recency.
+    """
+
+    tiers: Mapping[Hashable, str]
+    device_bytes: int
+    host_bytes: int
+    disk_bytes: int
+    lru: Sequence[Hashable] | None = None
+
+
+@dataclass(frozen=True)
+class ShuffleEnv:
+    device: Any | None
+    device_limit: int | None
+    n_workers: int
+    client: Any
+    spill_dir: str
+
+
+@runtime_checkable
+class Implementation(Protocol):
+    """An implementation under test.
+
+    Store methods are required when ``"store"`` is in ``capabilities``;
+    ``register_external`` when ``"store.external"`` is; ``shuffle`` when ``"shuffle"`` is.
+    ``evict(store, nbytes) -> int`` is optional: without it the suite calls
+    ``store.evict(nbytes)``; without ``"store.evict.manual"`` either must raise
+    NotImplementedError or be absent.
+    """
+
+    name: str
+    version: str
+    capabilities: frozenset[str]
+
+    def create_store(self, env: StoreEnv) -> MutableMapping: ...
+    def inspect(self, store: Any) -> Snapshot: ...
+    def register_external(self, store: Any, obj: Any) -> Any: ...
+    def close_store(self, store: Any) -> None: ...
+    def shuffle(
+        self, inputs: Sequence[Any], on: Sequence[str], npartitions: int, env: ShuffleEnv
+    ) -> Sequence[Any]: ...
+
+
+# Which methods each capability makes mandatory (checked at start-up).
+REQUIRED_METHODS: dict[str, tuple[str, ...]] = {
+    "store": ("create_store", "inspect", "close_store"),
+    "store.external": ("register_external",),
+    "shuffle": ("shuffle",),
+}
+
+
+class Unavailable(RuntimeError):
+    """Raised by an adapter factory whose implementation cannot run here (not installed, ...)."""
+
+
+@dataclass
+class StoreAdapterBase:
+    """Optional convenience base for adapters: sensible defaults for the optional parts."""
+
+    name: str = "unnamed"
+    version: str = "0"
+    capabilities: frozenset[str] = field(default_factory=frozenset)
+
+    def register_external(self, store: Any, obj: Any) -> Any:
+        raise NotImplementedError(f"{self.name} does not support externals")
+
+    def evict(self, store: Any, nbytes: int) -> int:
+        evict = getattr(store, "evict", None)
+        if evict is None:
+            raise NotImplementedError(f"{self.name} has no evict()")
+        return evict(nbytes)
+
+    def close_store(self, store: Any) -> None:
+        close = getattr(store, "close", None)
+        if close is not None:
+            close()
+
+    def shuffle(self, inputs, on, npartitions, env):  # pragma: no cover - stores only
+        raise NotImplementedError(f"{self.name} is not a shuffle")
+
+
+def evict(impl: Any, store: Any, nbytes: int) -> int:
+    """Call the adapter's ``evict`` if it has one, otherwise ``store.evict``."""
+    fn = getattr(impl, "evict", None)
+    if fn is not None:
+        return fn(store, nbytes)
+    store_evict = getattr(store, "evict", None)
+    if store_evict is None:
+        raise NotImplementedError("no evict()")
+    return store_evict(nbytes)

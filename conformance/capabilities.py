@@ -1,0 +1,43 @@
+"""The closed capability vocabulary.
+
+An adapter declares what it supports with strings from this module; an unknown
+string is a usage error (it is almost always a typo). Tests declare what they
+need with ``@requires(...)``; a test whose capability is not declared is
+reported as N/A, never as a pass.
+"""
+
+from __future__ import annotations
+
+CAPABILITY_VERSION = "2026.1"
+
+STORE_CAPABILITIES: dict[str, str] = {
+    "store": "a MutableMapping that keeps device values in tiers (create_store/inspect/close_store)",
+    "store.spill.host": "values over the device limit move to a host tier",
+    "store.spill.disk": "values can move to files in env.spill_dir",
+    "store.limit.host": "a host limit (env.host_limit) cascades host -> disk",
+    "store.unspill.on_access": "store[key] brings a spilled value back to the device",
+    "store.lru.strict": "device-resident keys are always a most-recently-used suffix; inspect() reports lru",
+    "store.alias.dedup": "views/aliases of one allocation are counted once",
+    "store.external": "register_external(obj) tracks objects outside the mapping (weakly)",
+    "store.oom.on_demand": "the store registers an OOM handler and spills when the device is full",
+    "store.evict.manual": "the store has evict(nbytes) -> freed",
+    "store.threadsafe": "concurrent use from many threads is safe",
+    "store.faults.disk": "a failing disk write raises a clear error and loses nothing",
+    "store.integrity": "tampered or truncated spill files raise an error naming the key",
+    "store.pickle": "values returned by the store pickle and unpickle correctly",
+}
+
+SHUFFLE_CAPABILITIES: dict[str, str] = {
+    "shuffle": "shuffle(inputs, on, npartitions, env) -> partitions",
+    "shuffle.bounded": "peak device bytes per worker <= limit + largest output partition",
+    "shuffle.spill": "shards spill under pressure",
+    "shuffle.nulls": "null keys are partitioned consistently",
+    "shuffle.faults.worker": "a worker dying mid-shuffle gives a correct rerun or a ShuffleError",
+}
+
+ALL_CAPABILITIES: frozenset[str] = frozenset(STORE_CAPABILITIES) | frozenset(SHUFFLE_CAPABILITIES)
+
+
+def unknown_capabilities(caps) -> list[str]:
+    """The entries of ``caps`` that are not in the vocabulary, sorted."""
+    return sorted(str(c) for c in caps if c not in ALL_CAPABILITIES)

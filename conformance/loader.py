@@ -1,0 +1,126 @@
+"""Resolve ``--impl`` values to adapter objects and validate them against the protocol."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+from .api import REQUIRED_METHODS, Unavailable
+from .capabilities import unknown_capabilities
+
+# Short names for the built-in adapters. The reserved ones are registered names
+# whose factories raise a clear "not available yet" / "not installed".
+BUILTIN_IMPLS: dict[str, str] = {
+    "reference": "conformance.adapters.reference:adapter",
+    "zict": "conformance.adapters.zict_adapter:adapter",
+    "distributed-spill": "conformance.adapters.distributed_spill:adapter",
+    "dask-cuda": "conformance.adapters.dask_cuda:adapter",
+    "distributed-p2p": "conformance.adapters.reserved:distributed_p2p",
+    "dask-tasks": "conformance.adapters.reserved:dask_tasks",
+}
+
+
+class ImplError(Exception):
+    """A bad ``--impl``; the plugin turns it into one pytest.UsageError."""
+
+
+@dataclass
+class LoadedImpl:
+    spec: str  # what the user typed
+    adapter: Any
+
+    @property
+    def name(self) -> str:
+        return self.adapter.name
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        return self.adapter.capabilities
+
+
+def resolve(spec: str) -> Any:
+    """``module:attr`` (``attr`` may be dotted) or a built-in short name -> adapter object."""
+    target = BUILTIN_IMPLS.get(spec, spec)
+    if ":" not in target:
+        raise ImplError(
+            f"--impl={spec!r}: expected 'module:attr' or one of {', '.join(BUILTIN_IMPLS)}"
+        )
+    modname, _, attr = target.partition(":")
+    try:
+        obj: Any = importlib.import_module(modname)
+    except Exception as exc:  # ImportError, or anything the module raises at import
+        raise ImplError(f"--impl={spec!r}: cannot import {modname!r}: {exc!r}") from exc
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ImplError(
+                f"--impl={spec!r}: module {modname!r} has no attribute {attr!r}"
+            ) from None
+    if not _looks_like_adapter(obj) and callable(obj):
+        try:
+            obj = obj()
+        except Unavailable as exc:
+            raise ImplError(f"--impl={spec!r}: not available: {exc}") from exc
+        except Exception as exc:
+            raise ImplError(f"--impl={spec!r}: the factory {attr!r} raised {exc!r}") from exc
+    validate(spec, obj)
+    return obj
+
+
+def _looks_like_adapter(obj: Any) -> bool:
+    return all(hasattr(obj, a) for a in ("name", "version", "capabilities")) and not isinstance(
+        obj, type
+    )
+
+
+def validate(spec: str, obj: Any) -> None:
+    missing = [a for a in ("name", "version", "capabilities") if not hasattr(obj, a)]
+    if missing:
+        raise ImplError(
+            f"--impl={spec!r}: {obj!r} lacks {', '.join(missing)} (see conformance.api)"
+        )
+    if not isinstance(obj.name, str) or not obj.name:
+        raise ImplError(f"--impl={spec!r}: name must be a non-empty str, got {obj.name!r}")
+    caps = obj.capabilities
+    if isinstance(caps, str) or not all(isinstance(c, str) for c in caps):
+        raise ImplError(f"--impl={spec!r}: capabilities must be a set of strings, got {caps!r}")
+    bad = unknown_capabilities(caps)
+    if bad:
+        raise ImplError(
+            f"--impl={spec!r}: unknown capabilit{'y' if len(bad) == 1 else 'ies'} "
+            f"{', '.join(map(repr, bad))} (see conformance.capabilities)"
+        )
+    caps = frozenset(caps)
+    for cap, methods in REQUIRED_METHODS.items():
+        if cap in caps:
+            lacking = [m for m in methods if not callable(getattr(obj, m, None))]
+            if lacking:
+                raise ImplError(
+                    f"--impl={spec!r}: declares {cap!r} but lacks required method(s) "
+                    f"{', '.join(lacking)}"
+                )
+    for c in caps:
+        parent = c.rsplit(".", 1)[0] if "." in c else None
+        while parent:
+            if parent in ("store", "shuffle") and parent not in caps:
+                raise ImplError(f"--impl={spec!r}: declares {c!r} without {parent!r}")
+            parent = parent.rsplit(".", 1)[0] if "." in parent else None
+
+
+def load_all(specs: list[str]) -> list[LoadedImpl]:
+    """Load every ``--impl``; collect every problem into one ImplError."""
+    loaded, errors = [], []
+    for spec in specs:
+        try:
+            loaded.append(LoadedImpl(spec, resolve(spec)))
+        except ImplError as exc:
+            errors.append(str(exc))
+    names = [li.name for li in loaded]
+    dups = sorted({n for n in names if names.count(n) > 1})
+    if dups:
+        errors.append(f"--impl: implementation name(s) given twice: {', '.join(dups)}")
+    if errors:
+        raise ImplError("\n".join(errors))
+    return loaded

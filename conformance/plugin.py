@@ -1,0 +1,452 @@
+"""The conformance pytest plugin (entry point ``pytest11: conformance``).
+
+It owns every option, marker, profile and fixture of the suite, so both
+``pytest conformance --impl=...`` and ``pytest --pyargs conformance --impl=...``
+work. It is inert for runs that collect no conformance test: it loads nothing,
+parametrizes nothing and prints nothing unless ``--impl`` is given or a test
+carrying a ``conformance_id`` marker is collected.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import platform
+from pathlib import Path
+
+import pytest
+
+from . import SPEC_VERSION, SUITE_VERSION
+from .api import PROTOCOL_VERSION
+from .capabilities import ALL_CAPABILITIES
+from .loader import ImplError, LoadedImpl, load_all
+from .manifest import ManifestError, default_path
+from .manifest import load as load_manifest
+from .profiles import DEFAULT_PROFILE, ENV_VAR, PROFILES, database_path, register_profiles
+from .report import NA_PREFIX, Results
+
+PACKAGE_DIR = Path(__file__).parent
+DEVICE_KINDS = ("sim", "cuda", "auto")
+
+
+class _State:
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.impl_specs: list[str] = list(config.getoption("conformance_impl") or [])
+        self.device_kind: str = config.getoption("conformance_device")
+        self.profile: str = config.getoption("conformance_profile") or os.environ.get(
+            ENV_VAR, DEFAULT_PROFILE
+        )
+        self.impls: list[LoadedImpl] | None = None
+        self.load_error: str | None = None
+        self.manifests: dict[str, dict] = {}
+        self.results = Results()
+        self.active = bool(self.impl_specs)
+
+    def load(self) -> list[LoadedImpl]:
+        if self.impls is None and self.load_error is None:
+            try:
+                self.impls = load_all(self.impl_specs or ["reference"])
+            except ImplError as exc:
+                self.load_error = str(exc)
+        return self.impls or []
+
+
+_KEY = pytest.StashKey[_State]()
+
+
+def _state(config: pytest.Config) -> _State | None:
+    return config.stash.get(_KEY, None)
+
+
+# --------------------------------------------------------------------------- options
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("conformance", "proxify conformance suite")
+    g.addoption(
+        "--impl",
+        action="append",
+        dest="conformance_impl",
+        default=[],
+        metavar="MODULE:ATTR|NAME",
+        help="implementation to check (repeatable): module:attr, or one of reference, zict, "
+        "distributed-spill (reserved: dask-cuda, distributed-p2p, dask-tasks). Default: reference.",
+    )
+    g.addoption(
+        "--device",
+        dest="conformance_device",
+        default="sim",
+        choices=DEVICE_KINDS,
+        help="device the conformance tests allocate on (default: sim)",
+    )
+    g.addoption(
+        "--conformance-report",
+        dest="conformance_report",
+        default=None,
+        metavar="DIR",
+        help="write conformance.json and conformance.md to DIR",
+    )
+    g.addoption(
+        "--expected",
+        dest="conformance_expected",
+        action="append",
+        default=[],
+        metavar="[IMPL=]FILE",
+        help="expected-failure manifest (TOML) for an implementation",
+    )
+    g.addoption(
+        "--conformance-profile",
+        dest="conformance_profile",
+        default=None,
+        choices=PROFILES,
+        help=f"hypothesis profile (default: ${ENV_VAR} or {DEFAULT_PROFILE})",
+    )
+    g.addoption(
+        "--conformance-ids",
+        dest="conformance_ids",
+        action="append",
+        default=[],
+        metavar="ID[,ID...]",
+        help="run only these conformance IDs (fnmatch patterns)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "conformance_id(cid): stable conformance ID of a test")
+    config.addinivalue_line("markers", "requires(*caps, without=None): capabilities a test needs")
+    register_profiles()
+    state = _State(config)
+    if state.profile not in PROFILES:
+        raise pytest.UsageError(
+            f"{ENV_VAR}={state.profile!r}: expected one of {', '.join(PROFILES)}"
+        )
+    config.stash[_KEY] = state
+    config.pluginmanager.register(_Recorder(state), "conformance-recorder")
+    if state.impl_specs:
+        state.load()
+        if state.load_error:
+            raise pytest.UsageError(state.load_error)
+        if state.device_kind == "auto":
+            from reference_impl.device import cuda_available
+
+            state.device_kind = "cuda" if cuda_available() else "sim"
+        _load_manifests(state)
+
+
+def _load_manifests(state: _State) -> None:
+    names = [li.name for li in state.impls or []]
+    explicit: dict[str, str] = {}
+    try:
+        for spec in state.config.getoption("conformance_expected") or []:
+            name, sep, path = spec.partition("=")
+            if not sep or not name or os.path.exists(spec):
+                name, path = None, spec
+            declared, entries = load_manifest(path)
+            target = name or declared or (names[0] if len(names) == 1 else None)
+            if target is None:
+                raise ManifestError(
+                    f"--expected={spec}: say which implementation it is for "
+                    f'(IMPL=FILE or a top-level impl = "...")'
+                )
+            if target not in names:
+                raise ManifestError(f"--expected={spec}: no --impl named {target!r}")
+            state.manifests[target] = entries
+            explicit[target] = path
+        for name in names:
+            if name not in state.manifests and default_path(name).exists():
+                state.manifests[name] = load_manifest(default_path(name))[1]
+    except ManifestError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+# --------------------------------------------------------------------------- header
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    state = _state(config)
+    if state is None or not state.active:
+        return None
+    seed = (
+        config.getoption("hypothesis_seed", None)
+        if _has_option(config, "hypothesis_seed")
+        else None
+    )
+    impls = ", ".join(f"{li.name} {li.adapter.version} ({li.spec})" for li in state.impls or [])
+    return [
+        f"conformance: suite {SUITE_VERSION}, spec {SPEC_VERSION}, protocol {PROTOCOL_VERSION}",
+        f"conformance: implementations: {impls}",
+        f"conformance: device: {state.device_kind}",
+        f"conformance: hypothesis profile: {state.profile} "
+        f"(seed: {seed if seed is not None else 'derandomized' if state.profile == 'ci' else 'random'}; "
+        f"database: {database_path(state.profile, '<impl>') or 'none'})",
+    ]
+
+
+def _has_option(config: pytest.Config, name: str) -> bool:
+    try:
+        config.getoption(name)
+        return True
+    except ValueError:
+        return False
+
+
+# --------------------------------------------------------------------------- collection
+def _is_conformance(definition) -> bool:
+    return definition.get_closest_marker("conformance_id") is not None
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if not _is_conformance(metafunc.definition) or "impl" not in metafunc.fixturenames:
+        return
+    state = _state(metafunc.config)
+    state.active = True
+    impls = state.load()
+    metafunc.parametrize("impl", impls, ids=[li.name for li in impls])
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items) -> None:
+    state = _state(config)
+    if state is None:
+        return
+    conf_items = [it for it in items if it.get_closest_marker("conformance_id") is not None]
+    problems: list[str] = []
+    # Every test function in a conformance.test_* module needs an ID.
+    for it in items:
+        mod = getattr(it, "module", None)
+        if (
+            mod is not None
+            and _is_suite_module(mod)
+            and it.get_closest_marker("conformance_id") is None
+        ):
+            problems.append(f"{it.nodeid}: conformance test without @conformance_id")
+    if not conf_items and not problems:
+        return
+    state.active = True
+    if state.load_error:
+        raise pytest.UsageError(state.load_error)
+    if not state.manifests and state.impls:
+        _load_manifests(state)
+
+    owners: dict[str, str] = {}
+    seen_ids: set[str] = set()
+    for it in conf_items:
+        cid = it.get_closest_marker("conformance_id").args[0]
+        owner = f"{it.module.__name__}::{getattr(it, 'originalname', it.name)}"
+        if owners.setdefault(cid, owner) != owner:
+            problems.append(f"duplicate conformance ID {cid}: {owners[cid]} and {owner}")
+        seen_ids.add(cid)
+        for m in it.iter_markers("requires"):
+            for cap in m.args + tuple(filter(None, [m.kwargs.get("without")])):
+                if cap not in ALL_CAPABILITIES:
+                    problems.append(f"{it.nodeid}: requires unknown capability {cap!r}")
+    if problems:
+        raise pytest.UsageError("\n".join(sorted(set(problems))))
+
+    # Stale manifest entries are errors; judged against the whole suite when
+    # every suite module was collected, else against the IDs that were.
+    whole_suite = _collected_whole_suite(conf_items)
+    for name, entries in state.manifests.items():
+        stale = sorted(set(entries) - seen_ids)
+        if stale and whole_suite:
+            raise pytest.UsageError(
+                f"manifest for {name!r}: entr{'y' if len(stale) == 1 else 'ies'} matching no "
+                f"conformance test: {', '.join(stale)} ({entries[stale[0]].source})"
+            )
+
+    for it in conf_items:
+        cid = it.get_closest_marker("conformance_id").args[0]
+        li: LoadedImpl | None = it.callspec.params.get("impl") if hasattr(it, "callspec") else None
+        name = li.name if li is not None else "-"
+        it.user_properties.append(("conformance_id", cid))
+        it.user_properties.append(("conformance_impl", name))
+        it.user_properties.append(("conformance_device", state.device_kind))
+        if li is None:
+            continue
+        missing = []
+        for m in it.iter_markers("requires"):
+            missing += [c for c in m.args if c not in li.capabilities]
+            without = m.kwargs.get("without")
+            if without and without in li.capabilities:
+                it.add_marker(pytest.mark.skip(reason=f"{NA_PREFIX} {name} declares {without!r}"))
+        if missing:
+            it.add_marker(
+                pytest.mark.skip(
+                    reason=f"{NA_PREFIX} capability {', '.join(sorted(set(missing)))} not declared by {name}"
+                )
+            )
+            continue
+        entry = state.manifests.get(name, {}).get(cid)
+        if entry is not None:
+            why = f"[{name} manifest] {entry.reason} ({entry.link})"
+            if entry.mode == "skip":
+                it.add_marker(pytest.mark.skip(reason=why))
+            else:
+                it.add_marker(
+                    pytest.mark.xfail(reason=why, run=entry.mode == "xfail", strict=False)
+                )
+
+    patterns = [
+        p.strip()
+        for spec in config.getoption("conformance_ids") or []
+        for p in spec.split(",")
+        if p.strip()
+    ]
+    if patterns:
+        keep, drop = [], []
+        for it in items:
+            m = it.get_closest_marker("conformance_id")
+            if m is not None and not any(fnmatch.fnmatchcase(m.args[0], p) for p in patterns):
+                drop.append(it)
+            else:
+                keep.append(it)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
+
+
+def _is_suite_module(mod) -> bool:
+    f = getattr(mod, "__file__", None)
+    return bool(f) and Path(f).parent == PACKAGE_DIR and Path(f).name.startswith("test_")
+
+
+def _collected_whole_suite(items) -> bool:
+    collected = {Path(it.module.__file__).name for it in items if getattr(it, "module", None)}
+    suite = {p.name for p in PACKAGE_DIR.glob("test_*.py")}
+    return suite <= collected
+
+
+# --------------------------------------------------------------------------- fixtures
+_CALL_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.when == "call" and report.failed:
+        item.stash[_CALL_FAILED] = True
+    return report
+
+
+@pytest.fixture
+def conformance_profile(request) -> str:
+    return _state(request.config).profile
+
+
+@pytest.fixture
+def device_kind(request) -> str:
+    return _state(request.config).device_kind
+
+
+@pytest.fixture
+def adapter(impl: LoadedImpl):
+    """The adapter object of the implementation under test."""
+    return impl.adapter
+
+
+@pytest.fixture
+def hyp_settings(request, impl: LoadedImpl):
+    """``hyp_settings(heavy=False)`` -> hypothesis settings of the selected profile for this impl."""
+    from .profiles import settings_for
+
+    profile = _state(request.config).profile
+    return lambda heavy=False: settings_for(profile, impl.name, heavy=heavy)
+
+
+@pytest.fixture
+def make_store(request, impl: LoadedImpl, tmp_path):
+    """``make_store(**kw) -> StoreHarness``; every store is closed and checked at teardown.
+
+    Teardown checks: the device ledger back at its baseline, spill_dir empty,
+    no threads or file descriptors left behind.
+    """
+    from .harness import LeakGuard, StoreHarness
+
+    kind = _state(request.config).device_kind
+    guard = LeakGuard()
+    made: list[StoreHarness] = []
+
+    def factory(**kw) -> StoreHarness:
+        h = StoreHarness(impl.adapter, kind, tmp_path, **kw)
+        made.append(h)
+        return h
+
+    yield factory
+    # After a failed test its traceback still holds the test's locals (values,
+    # proxies), so cleanup checks would only repeat the failure as an error.
+    check = not request.node.stash.get(_CALL_FAILED, False)
+    errors = []
+    for h in made:
+        try:
+            h.close(check=check)
+        except AssertionError as exc:
+            errors.append(str(exc))
+    made.clear()
+    if errors:
+        pytest.fail("store cleanup: " + "; ".join(errors), pytrace=False)
+    if check:
+        guard.check()
+
+
+@pytest.fixture
+def harness(make_store):
+    """A store with the default limits (``LIMIT`` device bytes, no host limit)."""
+    return make_store()
+
+
+# --------------------------------------------------------------------------- report
+class _Recorder:
+    """Collects results; on an xdist controller it sees every worker's reports."""
+
+    def __init__(self, state: _State) -> None:
+        self.state = state
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        props = dict(report.user_properties)
+        if "conformance_id" in props:
+            self.state.results.add(report, props)
+
+
+def _finish_meta(state: _State) -> None:
+    state.results.meta = {
+        "suite_version": SUITE_VERSION,
+        "spec_version": SPEC_VERSION,
+        "protocol_version": PROTOCOL_VERSION,
+        "profile": state.profile,
+        "device": state.device_kind,
+        "python": platform.python_version(),
+        "implementations": [
+            {
+                "name": li.name,
+                "version": str(li.adapter.version),
+                "spec": li.spec,
+                "capabilities": sorted(li.capabilities),
+            }
+            for li in state.impls or []
+        ],
+    }
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    state = _state(config)
+    if state is None or hasattr(config, "workerinput") or not state.results.items:
+        return
+    _finish_meta(state)
+    order = [f"{li.name}@{state.device_kind}" for li in state.impls or []]
+    cols = state.results.columns
+    cols.sort(key=lambda c: order.index(c) if c in order else len(order))
+    terminalreporter.section("conformance report")
+    terminalreporter.write_line(state.results.markdown())
+    out = config.getoption("conformance_report")
+    if out:
+        for path in state.results.write(out):
+            terminalreporter.write_line(f"conformance report written to {path}")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
+    state = _state(session.config)
+    if state is None or hasattr(session.config, "workerinput"):
+        return
+    out = session.config.getoption("conformance_report")
+    if (
+        out and state.results.items
+    ):  # also written when the terminal summary is off (-q -p no:terminal)
+        _finish_meta(state)
+        state.results.write(out)

@@ -1,0 +1,58 @@
+"""Hypothesis profiles for the suite (registered by the plugin, applied per test).
+
+The profiles are registered as ``conformance-ci``, ``conformance-nightly`` and
+``conformance-stress`` and are never loaded globally, so the plugin cannot change
+the settings of other test suites in the same environment. Conformance tests
+obtain their settings from :func:`settings_for`.
+
+Heavy tests (the stateful machine, the thread hammer) divide ``max_examples`` by
+``HEAVY_DIVISOR`` so the ``ci`` run of the whole suite stays within minutes.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+PROFILES = ("ci", "nightly", "stress")
+DEFAULT_PROFILE = "ci"
+ENV_VAR = "CONFORMANCE_PROFILE"
+HEAVY_DIVISOR = 2
+
+_BASE = {
+    "ci": dict(derandomize=True, max_examples=50, stateful_step_count=25),
+    "nightly": dict(derandomize=False, max_examples=500, stateful_step_count=100),
+    "stress": dict(derandomize=False, max_examples=5000, stateful_step_count=300),
+}
+
+
+def register_profiles() -> None:
+    for name, kw in _BASE.items():
+        settings.register_profile(
+            f"conformance-{name}",
+            deadline=None,
+            database=None,
+            print_blob=True,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+            **kw,
+        )
+
+
+def database_path(profile: str, impl_name: str) -> str | None:
+    if profile == "ci":
+        return None
+    return os.path.join(".hypothesis", impl_name)
+
+
+def settings_for(profile: str, impl_name: str, *, heavy: bool = False) -> settings:
+    """The settings a conformance test runs under, for one implementation."""
+    parent = settings.get_profile(f"conformance-{profile}")
+    kw = {}
+    path = database_path(profile, impl_name)
+    if path is not None:  # explicit and per implementation (see anchors 3.5)
+        kw["database"] = DirectoryBasedExampleDatabase(path)
+    if heavy:
+        kw["max_examples"] = max(5, parent.max_examples // HEAVY_DIVISOR)
+    return settings(parent, **kw)

@@ -1,0 +1,273 @@
+"""Thread safety: barrier-started hammers, quiescent invariants, deadlines, per-store locks."""
+
+from __future__ import annotations
+
+import random
+import sys
+import threading
+
+import pytest
+
+from conformance import conformance_id, requires
+from conformance.harness import LIMIT, seed_digest, value_digest
+
+DEADLINE_S = 60.0
+ROUNDS = {"ci": 3, "nightly": 10, "stress": 50}
+N_THREADS = 4
+
+
+def _ops_per_thread(profile: str) -> int:
+    return {"ci": 500, "nightly": 2000, "stress": 10000}[profile]
+
+
+def _run_threads(targets, deadline=DEADLINE_S):
+    barrier = threading.Barrier(len(targets))
+    errors = []
+
+    def wrap(fn):
+        def run():
+            try:
+                barrier.wait(timeout=deadline)
+                fn()
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        return run
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # many more thread switches: races show up
+    try:
+        threads = [
+            threading.Thread(target=wrap(fn), daemon=True, name=f"hammer-{i}")
+            for i, fn in enumerate(targets)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(deadline)
+        stuck = [t.name for t in threads if t.is_alive()]
+    finally:
+        sys.setswitchinterval(old)
+    if stuck:
+        pytest.fail(f"deadlock: threads {stuck} still running after {deadline}s", pytrace=False)
+    if errors:
+        raise errors[0]
+
+
+@conformance_id("STORE-THREAD-001")
+@requires("store", "store.threadsafe")
+def test_hammer_distinct_keys(harness, conformance_profile):
+    h, s = harness, harness.store
+    n_ops = _ops_per_thread(conformance_profile)
+    models: list[dict] = [{} for _ in range(N_THREADS)]
+
+    def worker(t):
+        rng = random.Random(t)
+        model = models[t]
+
+        def run():
+            for op in range(n_ops):
+                k = f"t{t}-{rng.randrange(5)}"
+                r = rng.random()
+                if r < 0.5:
+                    n = rng.choice([64, 1000, LIMIT // 3])
+                    seed = t * 100_000 + op
+                    s[k] = h.value(n, seed)
+                    model[k] = (seed, n)
+                elif r < 0.85 and k in model:
+                    seed, n = model[k]
+                    assert value_digest(h.device, s[k]) == seed_digest(seed, n), f"{k} changed"
+                elif k in model:
+                    del s[k]
+                    del model[k]
+
+        return run
+
+    _run_threads([worker(t) for t in range(N_THREADS)])
+    keys = {k for m in models for k in m}
+    h.check(keys)
+    for m in models:
+        for k, (seed, n) in m.items():
+            assert value_digest(h.device, s[k]) == seed_digest(seed, n)
+    h.check(keys)
+
+
+@conformance_id("STORE-THREAD-002")
+@requires("store", "store.threadsafe")
+def test_hammer_shared_keys(harness, conformance_profile):
+    h, s = harness, harness.store
+    n_ops = _ops_per_thread(conformance_profile)
+    written: dict[str, set] = {f"s{i}": set() for i in range(4)}
+    lock = threading.Lock()
+
+    def worker(t, rnd):
+        rng = random.Random(1000 * rnd + t)
+
+        def run():
+            for op in range(n_ops):
+                k = f"s{rng.randrange(4)}"
+                r = rng.random()
+                if r < 0.5:
+                    seed, n = (
+                        rnd * 10_000_000 + t * 100_000 + op,
+                        rng.choice([64, 1000, LIMIT // 3]),
+                    )
+                    with lock:
+                        written[k].add((seed, n))
+                    s[k] = h.value(n, seed)
+                elif r < 0.9:
+                    try:
+                        v = s[k]
+                    except KeyError:
+                        continue
+                    d = value_digest(h.device, v)
+                    with lock:
+                        ok = any(seed_digest(a, b) == d for a, b in written[k])
+                    assert ok, f"{k} holds bytes nobody wrote"
+                else:
+                    try:
+                        del s[k]
+                    except KeyError:
+                        pass
+
+        return run
+
+    for rnd in range(ROUNDS[conformance_profile]):  # races are probabilistic: several rounds
+        _run_threads([worker(t, rnd) for t in range(N_THREADS)])
+        h.check(set(s.keys()))
+    keys = set(s.keys())
+    h.check(keys)
+    for k in keys:
+        d = value_digest(h.device, s[k])
+        assert any(seed_digest(a, b) == d for a, b in written[k])
+    h.check(keys)
+
+
+def _gated_device_class(entered, release):
+    """A SimDevice whose to_host/empty block, for one chosen thread, until released."""
+    from reference_impl import SimDevice
+
+    class GatedDevice(SimDevice):
+        gated: threading.Thread | None = None
+
+        def _gate(self):
+            if threading.current_thread() is self.gated:
+                self.gated = None
+                entered.set()
+                release.wait(DEADLINE_S)
+
+        def to_host(self, arr):
+            self._gate()
+            return super().to_host(arr)
+
+        def empty(self, shape, dtype="float64"):
+            self._gate()
+            return super().empty(shape, dtype)
+
+    return GatedDevice
+
+
+@conformance_id("STORE-THREAD-003")
+@requires("store", "store.threadsafe")
+def test_each_store_has_its_own_lock(impl, make_store, device_kind):
+    """While one store is stuck inside a device call, another store still makes progress."""
+    if device_kind != "sim":
+        pytest.skip("needs a gated simulated device")
+    entered, release = threading.Event(), threading.Event()
+    GatedDevice = _gated_device_class(entered, release)
+    dev_a = GatedDevice(4 * LIMIT)
+    a = make_store(device=dev_a)
+    b = make_store()
+    for i in range(2):
+        a.store[f"a{i}"] = a.value(LIMIT // 3, seed=i)
+    busy_errors = []
+
+    def busy():
+        try:
+            for i in range(2, 6):  # spills a's values: to_host / empty under a's lock
+                v = a.value(LIMIT // 3, seed=i)
+                dev_a.gated = threading.current_thread()
+                a.store[f"a{i}"] = v
+                dev_a.gated = None
+                del v
+        except BaseException as exc:  # noqa: BLE001
+            busy_errors.append(exc)
+
+    t = threading.Thread(target=busy, daemon=True)
+    t.start()
+    try:
+        if not entered.wait(10):
+            pytest.fail("probe: store A never called its device while spilling", pytrace=False)
+        done = threading.Event()
+
+        def other():
+            for i in range(6):
+                b.store[f"b{i}"] = b.value(LIMIT // 3, seed=i)
+            b.store["b0"]
+            done.set()
+
+        t2 = threading.Thread(target=other, daemon=True)
+        t2.start()
+        ok = done.wait(10)
+    finally:
+        release.set()
+        t.join(DEADLINE_S)
+    assert ok, "store B was blocked while store A was busy: the stores share a lock"
+    t2.join(DEADLINE_S)
+    assert not busy_errors, busy_errors
+    a.check({f"a{i}" for i in range(6)})
+    b.check({f"b{i}" for i in range(6)})
+
+
+@conformance_id("STORE-THREAD-004")
+@requires("store", "store.threadsafe")
+def test_delete_racing_a_spill_stays_consistent(make_store, device_kind):
+    """Deterministic race: thread 1 is stopped inside the spill of k0 (in a device call);
+    thread 2 deletes k0. Whatever the order the store picks, it must end consistent."""
+    if device_kind != "sim":
+        pytest.skip("needs a gated simulated device")
+    entered, release = threading.Event(), threading.Event()
+    dev = _gated_device_class(entered, release)(4 * LIMIT)
+    h = make_store(device=dev)
+    for i in range(3):
+        h.store[f"k{i}"] = h.value(LIMIT // 3, seed=i)
+    errors = []
+
+    def spill():
+        try:
+            v = h.value(LIMIT // 3, seed=3)
+            dev.gated = threading.current_thread()
+            h.store["k3"] = v  # evicts k0: stops inside the device call
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    def delete():
+        try:
+            del h.store["k0"]
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    t1 = threading.Thread(target=spill, daemon=True)
+    t1.start()
+    try:
+        if not entered.wait(10):
+            pytest.fail("probe: the store never called its device while spilling", pytrace=False)
+        t2 = threading.Thread(target=delete, daemon=True)
+        t2.start()
+        t2.join(0.5)  # a locked store makes it wait; an unlocked one races ahead
+    finally:
+        release.set()
+    t1.join(DEADLINE_S)
+    t2.join(DEADLINE_S)
+    assert not t1.is_alive() and not t2.is_alive(), "deadlock"
+    assert not errors, errors
+    keys = {"k1", "k2", "k3"}
+    h.check(keys)
+    for i in (1, 2, 3):
+        assert value_digest(h.device, h.store[f"k{i}"]) == seed_digest(i, LIMIT // 3)
+    for k in keys:
+        del h.store[k]
+    snap = h.check(set())
+    assert (snap.device_bytes, snap.host_bytes, snap.disk_bytes) == (0, 0, 0), (
+        f"bytes still accounted after every key was deleted: {snap}"
+    )

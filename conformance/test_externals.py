@@ -1,0 +1,71 @@
+"""register_external: counted, spillable, weakly held, never double counted."""
+
+from __future__ import annotations
+
+import gc
+
+from conformance import conformance_id, requires
+from conformance.harness import LIMIT, seed_digest, value_digest
+
+
+@conformance_id("STORE-EXT-001")
+@requires("store", "store.external")
+def test_external_counts_toward_device_bytes(harness):
+    h = harness
+    h.store["k"] = h.value(1000, seed=1)
+    p = h.adapter.register_external(h.store, h.value(5000, seed=2))
+    snap = h.check({"k"})
+    assert snap.device_bytes == 6000, f"device_bytes={snap.device_bytes:,}, expected 6,000"
+    assert value_digest(h.device, p) == seed_digest(2, 5000)
+    del p
+
+
+@conformance_id("STORE-EXT-002")
+@requires("store", "store.external")
+def test_external_forgotten_when_dropped(harness):
+    h = harness
+    h.store["k"] = h.value(1000, seed=1)
+    p = h.adapter.register_external(h.store, h.value(5000, seed=2))
+    q = h.adapter.register_external(h.store, h.value(LIMIT // 3, seed=3))
+    h.check({"k"})
+    del p, q
+    gc.collect()
+    snap = h.check({"k"})
+    assert snap.device_bytes == 1000, f"dropped externals still counted: {snap.device_bytes:,}"
+    assert snap.host_bytes == 0 and snap.disk_bytes == 0, snap
+
+
+@conformance_id("STORE-EXT-003")
+@requires("store", "store.external", "store.spill.host")
+def test_externals_spill_and_stay_correct(harness):
+    h = harness
+    exts = [h.adapter.register_external(h.store, h.value(LIMIT // 3, seed=i)) for i in range(3)]
+    keys = set()
+    for i in range(4):
+        h.store[f"k{i}"] = h.value(LIMIT // 3, seed=10 + i)
+        keys.add(f"k{i}")
+        snap = h.check(keys)
+    assert snap.host_bytes + snap.disk_bytes >= 3 * (LIMIT // 3), "externals and keys must spill"
+    for i, p in enumerate(exts):
+        assert value_digest(h.device, p) == seed_digest(i, LIMIT // 3)
+        h.check(keys)
+    del exts, p
+    gc.collect()
+    h.check(keys)
+
+
+@conformance_id("STORE-EXT-004")
+@requires("store", "store.external")
+def test_stored_and_external_counted_once(harness):
+    h = harness
+    v = h.value(4000, seed=1)
+    h.store["k"] = v
+    p = h.adapter.register_external(h.store, v)
+    del v
+    snap = h.check({"k"})
+    assert snap.device_bytes == 4000, (
+        f"an object both stored and external counted {snap.device_bytes:,}"
+    )
+    del p
+    gc.collect()
+    h.check({"k"})

@@ -1,0 +1,316 @@
+"""Deliberately broken adapters: each wraps the reference store with ONE bug.
+
+Bugs are injected from outside: a wrapping mapping, public attributes
+(``device_memory_limit``, ``spill_dir``), the adapter's own methods. Three bugs
+need the store's internals (its lock, its HMAC check); those touch private
+names, which tests/meta may do and the suite itself never does.
+
+``EXPECTED`` maps each adapter to the conformance ID that must catch it.
+"""
+
+from __future__ import annotations
+
+import hmac as _hmac
+import os
+import threading
+from collections.abc import MutableMapping
+from typing import Any
+
+from conformance.adapters.reference import ReferenceAdapter
+from conformance.api import Snapshot
+
+
+class Wrapped(MutableMapping):
+    """Delegates to the real store; broken adapters override single methods."""
+
+    def __init__(self, inner: Any, device: Any) -> None:
+        self.inner = inner
+        self.device = device
+        self.sizes: dict[Any, int] = {}
+        self.allocs: dict[Any, tuple[int, int]] = {}
+        self.kept: list[Any] = []
+
+    def __getitem__(self, key):
+        return self.inner[key]
+
+    def __setitem__(self, key, value):
+        self.inner[key] = value
+        self.sizes[key] = int(getattr(value, "nbytes", 0) or 0)
+        if self.device.is_device_array(value):
+            self.allocs[key] = self.device.allocation_of(value)
+        else:
+            self.allocs.pop(key, None)
+
+    def __delitem__(self, key):
+        del self.inner[key]
+        self.sizes.pop(key, None)
+        self.allocs.pop(key, None)
+
+    def __iter__(self):
+        return iter(self.inner)
+
+    def __len__(self):
+        return len(self.inner)
+
+    def __contains__(self, key):
+        return key in self.inner
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+class _Broken(ReferenceAdapter):
+    wrapper = Wrapped
+
+    def create_store(self, env):
+        return self.wrapper(super().create_store(env), env.device)
+
+    def inspect(self, store):
+        return super().inspect(store.inner)
+
+    def register_external(self, store, obj):
+        return super().register_external(store.inner, obj)
+
+    def evict(self, store, nbytes):
+        return super().evict(store.inner, nbytes)
+
+    def close_store(self, store):
+        super().close_store(store.inner)
+
+
+# 1 ------------------------------------------------------------------------------
+class AliasTwice(_Broken):
+    """Counts every key's allocation, so an alias is counted twice."""
+
+    name = "broken-alias-twice"
+
+    def inspect(self, store):
+        snap = super().inspect(store)
+        seen: dict[int, int] = {}
+        extra = 0
+        for k, t in snap.tiers.items():
+            if t == "device" and k in store.allocs:
+                aid, n = store.allocs[k]
+                extra += n if aid in seen else 0
+                seen[aid] = n
+        return Snapshot(
+            snap.tiers, snap.device_bytes + extra, snap.host_bytes, snap.disk_bytes, snap.lru
+        )
+
+
+# 2 ------------------------------------------------------------------------------
+class KeepsExternals(_Broken):
+    """Never forgets externals: keeps a strong reference to each one."""
+
+    name = "broken-keeps-externals"
+
+    def register_external(self, store, obj):
+        proxy = super().register_external(store, obj)
+        store.kept.append(proxy)
+        return proxy
+
+
+# 3 ------------------------------------------------------------------------------
+class _MRUWrapped(Wrapped):
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        for k in reversed(list(self.inner.snapshot().lru)):  # newest becomes least recent
+            self.inner[k]
+
+
+class EvictsMostRecent(_Broken):
+    """Evicts the most recently used value first (recency inverted after every put)."""
+
+    name = "broken-evicts-mru"
+    wrapper = _MRUWrapped
+
+
+# 4 ------------------------------------------------------------------------------
+class _NoTouchWrapped(Wrapped):
+    def __getitem__(self, key):
+        order = list(self.inner.snapshot().lru)
+        value = self.inner[key]
+        now = set(self.inner.snapshot().lru)
+        for k in order:  # put recency back as it was before the access
+            if k in now:
+                self.inner[k]
+        return value
+
+
+class NoRecencyOnAccess(_Broken):
+    """Access does not count as use."""
+
+    name = "broken-no-recency"
+    wrapper = _NoTouchWrapped
+
+
+# 5 ------------------------------------------------------------------------------
+class _LeakyWrapped(Wrapped):
+    def __delitem__(self, key):
+        for root, _d, files in os.walk(self.inner.spill_dir):
+            for fn in files:
+                if ".leak" not in fn:
+                    p = os.path.join(root, fn)
+                    try:
+                        os.link(p, p + ".leak")
+                    except OSError:
+                        pass
+        super().__delitem__(key)
+
+
+class LeaksSpillFiles(_Broken):
+    """Leaves a copy of the spill files behind when a key is deleted."""
+
+    name = "broken-leaks-files"
+    wrapper = _LeakyWrapped
+
+
+# 6 ------------------------------------------------------------------------------
+class _NoRoomWrapped(Wrapped):
+    def __getitem__(self, key):
+        if self.inner.tier_of(key) == "device":
+            return self.inner[key]
+        limit = self.inner.device_memory_limit
+        self.inner.device_memory_limit = 1 << 62  # unspill without making room
+        try:
+            return self.inner[key]
+        finally:
+            self.inner.device_memory_limit = limit
+
+
+class UnspillWithoutRoom(_Broken):
+    """Unspills without making room first (or after)."""
+
+    name = "broken-unspill-no-room"
+    wrapper = _NoRoomWrapped
+
+
+# 7 ------------------------------------------------------------------------------
+class _NoCheck:
+    new = staticmethod(_hmac.new)
+
+    @staticmethod
+    def compare_digest(a, b):
+        return True
+
+
+class SkipsHmac(_Broken):
+    """Never checks the HMAC of spill files (process-wide patch: run it alone)."""
+
+    name = "broken-skips-hmac"
+
+    def __init__(self):
+        super().__init__()
+        import reference_impl.store.disk as disk  # private: no public hook exists
+
+        disk.hmac = _NoCheck()
+
+
+# 8 ------------------------------------------------------------------------------
+class _LosingWrapped(Wrapped):
+    def __setitem__(self, key, value):
+        import warnings
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            super().__setitem__(key, value)
+        if any(
+            "disk" in str(w.message).lower() or "spill" in str(w.message).lower() for w in caught
+        ):
+            snap = self.inner.snapshot()
+            victims = [k for k, t in snap.tiers.items() if t == "host"]
+            if victims:
+                del self.inner[victims[0]]  # the value "could not be written": gone
+
+
+class LosesKeyOnFullDisk(_Broken):
+    """Drops a value when the disk is full."""
+
+    name = "broken-loses-on-full-disk"
+    wrapper = _LosingWrapped
+
+
+# 9 ------------------------------------------------------------------------------
+class _NoLock:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def acquire(self, blocking=True, timeout=-1):
+        return True
+
+    def release(self):
+        pass
+
+
+class NoLock(_Broken):
+    """The store has no lock (private attribute replaced)."""
+
+    name = "broken-no-lock"
+
+    def create_store(self, env):
+        store = super().create_store(env)
+        store.inner._lock = _NoLock()
+        return store
+
+
+# 10 -----------------------------------------------------------------------------
+_CLASS_LOCK = threading.RLock()
+
+
+class ClassLevelLock(_Broken):
+    """Every store shares one lock (like a class attribute)."""
+
+    name = "broken-class-lock"
+
+    def create_store(self, env):
+        store = super().create_store(env)
+        store.inner._lock = _CLASS_LOCK
+        return store
+
+
+# 11 -----------------------------------------------------------------------------
+class WrongHostBytes(_Broken):
+    """Reports host bytes wrongly (half of them)."""
+
+    name = "broken-host-bytes"
+
+    def inspect(self, store):
+        snap = super().inspect(store)
+        return Snapshot(
+            snap.tiers, snap.device_bytes, snap.host_bytes // 2, snap.disk_bytes, snap.lru
+        )
+
+
+# 12 -----------------------------------------------------------------------------
+class IgnoresHostLimit(_Broken):
+    """Ignores the host limit."""
+
+    name = "broken-ignores-host-limit"
+
+    def create_store(self, env):
+        from dataclasses import replace
+
+        return super().create_store(replace(env, host_limit=None))
+
+
+# which conformance ID must catch which bug
+EXPECTED: dict[str, tuple[type, str]] = {
+    "alias_twice": (AliasTwice, "STORE-ALIAS-001"),
+    "keeps_externals": (KeepsExternals, "STORE-EXT-002"),
+    "evicts_mru": (EvictsMostRecent, "STORE-LIMIT-003"),
+    "no_recency": (NoRecencyOnAccess, "STORE-LIMIT-003"),
+    "leaks_files": (LeaksSpillFiles, "STORE-DISK-002"),
+    "unspill_no_room": (UnspillWithoutRoom, "STORE-UNSPILL-003"),
+    "skips_hmac": (SkipsHmac, "STORE-INTEG-001"),
+    "loses_on_full_disk": (LosesKeyOnFullDisk, "STORE-DISK-006"),
+    "no_lock": (NoLock, "STORE-THREAD-002"),
+    "class_lock": (ClassLevelLock, "STORE-THREAD-003"),
+    "host_bytes": (WrongHostBytes, "STORE-ACCT-003"),
+    "ignores_host_limit": (IgnoresHostLimit, "STORE-LIMIT-005"),
+}
+
+for _attr, (_cls, _cid) in EXPECTED.items():
+    globals()[_attr] = _cls  # --impl=broken_adapters:<attr> (a zero-argument factory)

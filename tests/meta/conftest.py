@@ -1,0 +1,42 @@
+"""Helpers for the meta tests: run the conformance suite in a subprocess and read its report."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+META = Path(__file__).resolve().parent
+
+
+def run_suite(args, tmp: Path, timeout: float = 300, env_extra: dict | None = None):
+    """``pytest conformance <args>`` in a subprocess; returns (proc, report dict | None)."""
+    report_dir = tmp / "report"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(META), str(REPO), env.get("PYTHONPATH", "")])
+    env.pop("CONFORMANCE_PROFILE", None)
+    env.update(env_extra or {})
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        f"--conformance-report={report_dir}",
+        *args,
+    ]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
+    path = report_dir / "conformance.json"
+    report = json.loads(path.read_text()) if path.exists() else None
+    return proc, report
+
+
+@pytest.fixture
+def suite(tmp_path):
+    return lambda args, **kw: run_suite(args, tmp_path, **kw)
