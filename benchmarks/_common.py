@@ -4,38 +4,35 @@ from __future__ import annotations
 
 import os
 import platform
-import statistics
 import time
 from collections.abc import Callable
 
 import numpy as np
 
 
-def best_of(fn: Callable[[], object], repeat: int = 5) -> float:
-    """Fastest wall time of ``repeat`` runs: the least disturbed by the other core's noise."""
+def best_of(repeat: int, fn: Callable[[], object], sync: Callable[[], None] = lambda: None) -> float:
+    """Best wall time of ``repeat`` runs after one warm-up (which also JIT-compiles).
+
+    The minimum is the run least disturbed by whatever else shares the machine;
+    ``sync`` waits for asynchronous devices before the clock stops.
+    """
+    fn()
+    sync()
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
-        fn()
+        out = fn()
+        sync()
         times.append(time.perf_counter() - start)
+        del out
     return min(times)
-
-
-def median_of(fn: Callable[[], object], repeat: int = 5) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def memcpy_bandwidth(nbytes: int = 256 * 2**20, repeat: int = 5) -> float:
     """Bytes moved per second (read + write) by a large host copy on this machine."""
     src = np.ones(nbytes, dtype=np.uint8)
     dst = np.empty_like(src)
-    np.copyto(dst, src)  # fault the pages in before timing
-    return 2 * nbytes / best_of(lambda: np.copyto(dst, src), repeat)
+    return 2 * nbytes / best_of(repeat, lambda: np.copyto(dst, src))
 
 
 def machine() -> str:

@@ -24,7 +24,7 @@ def per_call(fn, calls: int) -> float:
         for _ in range(calls):
             fn()
 
-    return best_of(loop, repeat=3) / calls
+    return best_of(3, loop) / calls
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -29,27 +29,17 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import time
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
-from reference_impl.device import get_device
-from reference_impl.kernels import partition
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import best_of  # noqa: E402
 
-
-def best_of(repeat: int, fn: Callable[[], object], sync: Callable[[], None] = lambda: None) -> float:
-    """Best wall time of ``repeat`` runs (after one warm-up run, which also JIT-compiles)."""
-    fn()
-    sync()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        sync()
-        times.append(time.perf_counter() - t0)
-        del out
-    return min(times)
+from reference_impl.device import get_device  # noqa: E402
+from reference_impl.kernels import partition  # noqa: E402
 
 
 def time_copy(xp, nbytes: int, repeat: int, sync: Callable[[], None]) -> tuple[float, float]:

@@ -6,9 +6,9 @@ fails with :class:`DeviceUnavailableError` on a machine without a usable GPU.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
+from .common import TransferCounters, check_dtype, check_shape
 from .errors import DeviceOutOfMemoryError, DeviceUnavailableError
 from .ledger import MAX_OOM_RETRIES
 from .oom import OomHandler, OomHandlers
@@ -85,7 +85,7 @@ class _PoolAccounting:
         return max(self._peak, self.in_use())
 
 
-class CudaDevice:
+class CudaDevice(TransferCounters):
     """A real GPU. ``bytes_in_use`` is what the allocator measured."""
 
     kind = "cuda"
@@ -97,9 +97,7 @@ class CudaDevice:
         self.capacity = parse_bytes(capacity, what="device capacity") if capacity else int(total)
         self.name = f"cuda:{device_id}"
         self._oom = OomHandlers()
-        self._lock = threading.Lock()
-        self._h2d = 0
-        self._d2h = 0
+        super().__init__()
         self._retries = 0
         self._peak_at_reset = 0
         self._use_at_reset = 0
@@ -140,12 +138,8 @@ class CudaDevice:
     def empty(self, shape: int | tuple[int, ...], dtype: Any = "float64") -> Any:
         import numpy as np
 
-        dtype = np.dtype(dtype)
-        if dtype.hasobject:
-            raise TypeError(f"dtype {dtype} holds Python objects and cannot live on a device")
-        dims = (shape,) if isinstance(shape, int) else tuple(shape)
-        if any(d < 0 for d in dims):
-            raise ValueError(f"negative dimensions are not allowed: {shape!r}")
+        dtype = check_dtype(dtype)
+        dims = check_shape(shape)
         nbytes = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
         return self._with_oom_retry(lambda: self._cp.empty(dims, dtype=dtype), nbytes)
 
@@ -155,14 +149,12 @@ class CudaDevice:
             return data
         nbytes = int(getattr(data, "nbytes", 0))
         arr = self._with_oom_retry(lambda: cp.asarray(data, dtype=dtype), nbytes)
-        with self._lock:
-            self._h2d += arr.nbytes
+        self._count_h2d(arr.nbytes)
         return arr
 
     def to_host(self, arr: Any) -> Any:
         host = self._cp.asnumpy(arr)
-        with self._lock:
-            self._d2h += host.nbytes
+        self._count_d2h(host.nbytes)
         return host
 
     def is_device_array(self, obj: Any) -> bool:
@@ -190,14 +182,6 @@ class CudaDevice:
     def reset_peak(self) -> None:
         self._peak_at_reset = self._acct.peak()
         self._use_at_reset = self.bytes_in_use()
-
-    @property
-    def h2d_bytes(self) -> int:
-        return self._h2d
-
-    @property
-    def d2h_bytes(self) -> int:
-        return self._d2h
 
     def add_oom_handler(self, handler: OomHandler) -> None:
         self._oom.add(handler)

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .common import TransferCounters, check_dtype, check_shape
 from .dask_hooks import register_dask_serializers
 from .ledger import ByteLedger
 from .oom import OomHandler
@@ -131,7 +132,7 @@ class SimArray(np.ndarray):
         return alloc.device if alloc is not None else None
 
 
-class SimDevice:
+class SimDevice(TransferCounters):
     """A simulated GPU with an exact, thread-safe byte ledger.
 
     ``capacity`` accepts ints or strings like ``"2 GiB"``.
@@ -147,9 +148,7 @@ class SimDevice:
         self._registry: dict[int, _Allocation] = {}
         self._registry_lock = threading.Lock()
         self._ids = itertools.count(1)
-        self._counter_lock = threading.Lock()
-        self._h2d = 0
-        self._d2h = 0
+        super().__init__()
         _devices[self.token] = self
         register_dask_serializers()
 
@@ -162,8 +161,8 @@ class SimDevice:
     # --- allocation -------------------------------------------------------
     def empty(self, shape: int | tuple[int, ...], dtype: Any = np.float64) -> SimArray:
         """Allocate an uninitialised device array."""
-        dtype = _device_dtype(dtype)
-        shape = _check_shape(shape)
+        dtype = check_dtype(dtype)
+        shape = check_shape(shape)
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         self._ledger.reserve(nbytes)
         try:
@@ -188,8 +187,7 @@ class SimDevice:
         host = np.asarray(data.view(np.ndarray) if isinstance(data, SimArray) else data, dtype=dtype)
         arr = self.empty(host.shape, host.dtype)
         np.copyto(arr.view(np.ndarray), host)
-        with self._counter_lock:
-            self._h2d += arr.nbytes
+        self._count_h2d(arr.nbytes)
         return arr
 
     def to_host(self, arr: Any) -> np.ndarray:
@@ -197,8 +195,7 @@ class SimDevice:
         if not isinstance(arr, SimArray):
             raise TypeError(f"to_host expects a SimArray, got {type(arr).__name__}")
         host = np.array(arr.view(np.ndarray), copy=True)
-        with self._counter_lock:
-            self._d2h += host.nbytes
+        self._count_d2h(host.nbytes)
         return host
 
     def is_device_array(self, obj: Any) -> bool:
@@ -226,14 +223,6 @@ class SimDevice:
 
     def reset_peak(self) -> None:
         self._ledger.reset_peak()
-
-    @property
-    def h2d_bytes(self) -> int:
-        return self._h2d
-
-    @property
-    def d2h_bytes(self) -> int:
-        return self._d2h
 
     # --- OOM handlers -----------------------------------------------------
     def add_oom_handler(self, handler: OomHandler) -> None:
@@ -271,26 +260,6 @@ class SimDevice:
         if self._registry.get(owner_id) is alloc:
             self._registry.pop(owner_id, None)
         self._ledger.release(alloc.nbytes)
-
-
-def _device_dtype(dtype: Any) -> np.dtype:
-    dtype = np.dtype(dtype)
-    if dtype.hasobject:
-        raise TypeError(f"dtype {dtype} holds Python objects and cannot live on a device")
-    return dtype
-
-
-def _check_shape(shape: Any) -> tuple[int, ...]:
-    try:
-        dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    except TypeError:
-        raise TypeError(f"shape entries must be integers, got {shape!r}") from None
-    for dim in dims:
-        if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
-            raise TypeError(f"shape entries must be integers, got {shape!r}")
-        if dim < 0:
-            raise ValueError(f"negative dimensions are not allowed: {shape!r}")
-    return tuple(int(d) for d in dims)
 
 
 def default_sim_device() -> SimDevice:
