@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import sys
 import threading
+import time
 
 import pytest
 
@@ -271,3 +272,103 @@ def test_delete_racing_a_spill_stays_consistent(make_store, device_kind):
     assert (snap.device_bytes, snap.host_bytes, snap.disk_bytes) == (0, 0, 0), (
         f"bytes still accounted after every key was deleted: {snap}"
     )
+
+
+FINALIZER_DEADLINE_S = 30.0
+
+
+def _n_externals(profile: str) -> int:
+    return {"ci": 150, "nightly": 600, "stress": 3000}[profile]
+
+
+@conformance_id("STORE-THREAD-005")
+@requires("store", "store.external", "store.threadsafe")
+def test_finalizers_on_other_threads_do_not_deadlock(harness, conformance_profile):
+    """Externals registered on one thread die on others (plain drops, and reference cycles
+    broken by gc.collect() on worker threads) while that thread keeps using the store.
+    A finalizer that takes the store's lock, or waits for the registering thread, hangs:
+    the deadline turns the hang into a failure."""
+    import gc
+    import queue
+
+    h, s = harness, harness.store
+    n_ext = _n_externals(conformance_profile)
+    n_droppers = 3
+    handoff: queue.SimpleQueue = queue.SimpleQueue()
+    errors: list[BaseException] = []
+    progress = {"registered": 0, "dropped": 0, "collected": 0, "ops": 0}
+    keys: set[str] = set()
+
+    def owner():  # registers every external, keeps the store busy, never holds a proxy long
+        rng = random.Random(5)
+        try:
+            for i in range(n_ext):
+                p = h.adapter.register_external(s, h.value(rng.choice([256, 4096, LIMIT // 8]), i))
+                handoff.put(p)
+                del p
+                progress["registered"] += 1
+                k = f"k{rng.randrange(6)}"
+                r = rng.random()
+                if r < 0.5:
+                    s[k] = h.value(rng.choice([512, LIMIT // 4]), seed=10_000 + i)
+                    keys.add(k)
+                elif r < 0.8 and k in keys:
+                    s[k]
+                elif k in keys:
+                    del s[k]
+                    keys.discard(k)
+                progress["ops"] += 1
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            for _ in range(n_droppers):
+                handoff.put(None)
+
+    def dropper(t):
+        rng = random.Random(100 + t)
+        try:
+            while (p := handoff.get()) is not None:
+                if rng.random() < 0.4:  # a cycle: only the collector can free it
+                    cell: list = [p]
+                    cell.append(cell)
+                    del cell
+                else:
+                    del p  # the last reference dies here, on this thread
+                p = None
+                progress["dropped"] += 1
+                if rng.random() < 0.15:
+                    gc.collect()
+                    progress["collected"] += 1
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=owner, daemon=True, name="finalizer-owner")]
+    threads += [
+        threading.Thread(target=dropper, args=(t,), daemon=True, name=f"finalizer-drop-{t}")
+        for t in range(n_droppers)
+    ]
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        for t in threads:
+            t.start()
+        end = time.monotonic() + FINALIZER_DEADLINE_S
+        for t in threads:
+            t.join(max(0.0, end - time.monotonic()))
+    finally:
+        sys.setswitchinterval(old)
+    stuck = [t.name for t in threads if t.is_alive()]
+    if stuck:
+        h.closed = True  # closing would take the lock the stuck threads hold: leak it instead
+        pytest.fail(
+            f"deadlock: {stuck} still running after {FINALIZER_DEADLINE_S}s ({progress})",
+            pytrace=False,
+        )
+    if errors:
+        raise errors[0]
+    gc.collect()
+    h.check(keys)
+    gc.collect()
+    for k in sorted(keys):
+        s[k]
+    h.check(keys)

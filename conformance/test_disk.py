@@ -1,7 +1,9 @@
-"""The disk tier: files inside spill_dir only, accounted, private, cleaned up, full-disk safe."""
+"""The disk tier: files inside spill_dir only, accounted, private, cleaned up, full-disk safe,
+wide objects (> IOV_MAX frames), short OS transfers and > 2 GiB frames."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -10,15 +12,23 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from conformance import conformance_id, requires
 from conformance.harness import LIMIT, files_under, seed_digest, value_digest
 
 
-def disk_store(impl, make_store):
+def disk_store(impl, make_store, **kw):
     """A store whose spilled values end up on disk."""
     if "store.limit.host" in impl.capabilities:
-        return make_store(host_limit=LIMIT // 4)
-    return make_store()
+        return make_store(host_limit=LIMIT // 4, **kw)
+    return make_store(**kw)
+
+
+def cleanup_store(impl, make_store):
+    """A disk store for the file-cleanup tests: whether disk_bytes equals the bytes in
+    spill_dir is judged on its own ID (STORE-DISK-007), not here."""
+    return disk_store(impl, make_store, disk_accounting=False)
 
 
 def fill(h, count=8, n=LIMIT // 3):
@@ -33,8 +43,8 @@ def fill(h, count=8, n=LIMIT // 3):
 
 @conformance_id("STORE-DISK-001")
 @requires("store", "store.spill.disk")
-def test_disk_round_trip_and_accounting(impl, make_store):
-    h = disk_store(impl, make_store)
+def test_disk_round_trip(impl, make_store):
+    h = cleanup_store(impl, make_store)
     keys = fill(h)
     for i in range(8):
         assert value_digest(h.device, h.store[f"k{i}"]) == seed_digest(i, LIMIT // 3)
@@ -44,7 +54,7 @@ def test_disk_round_trip_and_accounting(impl, make_store):
 @conformance_id("STORE-DISK-002")
 @requires("store", "store.spill.disk")
 def test_files_removed_on_delete(impl, make_store):
-    h = disk_store(impl, make_store)
+    h = cleanup_store(impl, make_store)
     keys = fill(h)
     for k in sorted(keys):
         del h.store[k]
@@ -57,7 +67,7 @@ def test_files_removed_on_delete(impl, make_store):
 @conformance_id("STORE-DISK-003")
 @requires("store", "store.spill.disk")
 def test_files_removed_on_close(impl, make_store):
-    h = disk_store(impl, make_store)
+    h = cleanup_store(impl, make_store)
     fill(h)
     h.close()  # checks: ledger at baseline, spill_dir empty
 
@@ -65,7 +75,7 @@ def test_files_removed_on_close(impl, make_store):
 @conformance_id("STORE-DISK-004")
 @requires("store", "store.spill.disk")
 def test_files_removed_on_garbage_collection(impl, make_store):
-    h = disk_store(impl, make_store)
+    h = cleanup_store(impl, make_store)
     fill(h)
     h.closed = True  # never closed: dropped
     h.store = None
@@ -78,7 +88,7 @@ def test_files_removed_on_garbage_collection(impl, make_store):
 @conformance_id("STORE-DISK-005")
 @requires("store", "store.spill.disk")
 def test_spill_files_are_private(impl, make_store):
-    h = disk_store(impl, make_store)
+    h = cleanup_store(impl, make_store)
     fill(h)
     files = files_under(h.env.spill_dir)
     bad = {
@@ -95,6 +105,201 @@ def test_spill_files_are_private(impl, make_store):
     assert not bad and not bad_dirs, (
         f"spill files must be 0600 and their directory 0700: {bad} {bad_dirs}"
     )
+
+
+@conformance_id("STORE-DISK-007")
+@requires("store", "store.spill.disk")
+def test_disk_bytes_equal_file_sizes(impl, make_store):
+    """disk_bytes == the sizes of the files under spill_dir, after every kind of call."""
+    h = disk_store(impl, make_store)  # disk accounting on: h.check() compares after each step
+    keys = fill(h)
+    for i in range(8):
+        h.store[f"k{i}"]
+        h.check(keys)
+    for i in range(0, 8, 2):  # overwrite: the old file's bytes leave the tally
+        h.store[f"k{i}"] = h.value(LIMIT // 3, seed=100 + i)
+        h.check(keys)
+    for i in range(1, 8, 2):
+        del h.store[f"k{i}"]
+        keys.discard(f"k{i}")
+        h.check(keys)
+    for k in sorted(keys):
+        del h.store[k]
+    snap = h.check(set())
+    assert snap.disk_bytes == 0, f"disk_bytes={snap.disk_bytes:,} with no key left"
+
+
+@conformance_id("STORE-DISK-008")
+@requires("store", "store.spill.disk")
+def test_files_removed_on_overwrite(impl, make_store):
+    """Overwriting a disk-resident key with a small value leaves no file of the old one."""
+    h = cleanup_store(impl, make_store)
+    keys = fill(h)
+    for k in sorted(keys):
+        h.store[k] = h.value(64, seed=7)
+    snap = h.check(keys)
+    on_disk = sorted(k for k, t in snap.tiers.items() if t == "disk")
+    assert not on_disk, f"64-byte values were spilled to disk: {on_disk}"
+    assert not files_under(h.env.spill_dir), (
+        f"files left after overwriting every disk-resident key: {sorted(files_under(h.env.spill_dir))}"
+    )
+
+
+WIDE_FRAMES = 1100  # > IOV_MAX (1024): one writev/readv cannot take them all
+
+
+@conformance_id("STORE-DISK-009")
+@requires("store", "store.spill.disk")
+def test_many_frames_round_trip_through_disk(impl, make_store):
+    """One key whose value is WIDE_FRAMES small device arrays goes to disk and comes back."""
+    kw = {"device_limit": 0, "capacity": 4 * LIMIT, "disk_accounting": False}
+    if "store.limit.host" in impl.capabilities:
+        kw["host_limit"] = 1
+    h = make_store(**kw)
+    n = 16
+    value = tuple(h.value(n, seed=i) for i in range(WIDE_FRAMES))
+    h.store["wide"] = value
+    del value
+    snap = h.check({"wide"}, oversize={"wide": n * WIDE_FRAMES})
+    assert snap.tiers["wide"] == "disk", (
+        f"a {n * WIDE_FRAMES:,}-byte value over both limits (device limit 0) should be on disk: {dict(snap.tiers)}"
+    )
+    back = h.store["wide"]
+    assert len(back) == WIDE_FRAMES, f"{WIDE_FRAMES} arrays stored, {len(back)} came back"
+    wrong = [i for i in range(WIDE_FRAMES) if value_digest(h.device, back[i]) != seed_digest(i, n)]
+    assert not wrong, f"{len(wrong)} of {WIDE_FRAMES} arrays came back wrong, e.g. #{wrong[:5]}"
+    del back
+    h.check({"wide"}, oversize={"wide": n * WIDE_FRAMES})
+
+
+# Linux moves at most MAX_RW_COUNT (2 GiB - 4 KiB) per read/write call and may move
+# less at any time; a correct store loops.  Here every call moves at most SHORT_CAP.
+SHORT_CAP = 4096
+_SHORT_FUNCS = ("write", "writev", "pwrite", "pwritev", "read", "readv", "pread", "preadv")
+
+
+def _cap_buffers(buffers, cap):
+    out, left = [], cap
+    for b in buffers:
+        m = memoryview(b).cast("B")
+        if m.nbytes > left:
+            m = m[:left]
+        out.append(m)
+        left -= m.nbytes
+        if left <= 0:
+            break
+    return out
+
+
+@contextlib.contextmanager
+def short_transfers(cap=SHORT_CAP):
+    """Patch the os module (in this process) so each transfer call moves at most ``cap`` bytes.
+
+    Yields a dict counting the calls that were cut short.
+    """
+    real = {name: getattr(os, name) for name in _SHORT_FUNCS if hasattr(os, name)}
+    cut = dict.fromkeys(real, 0)
+
+    def count(name, asked, n):
+        if n < asked:
+            cut[name] += 1
+        return n
+
+    def write(fd, data, *rest):
+        m = memoryview(data).cast("B")
+        return count("write", m.nbytes, real["write"](fd, m[:cap]))
+
+    def pwrite(fd, data, offset, *rest):
+        m = memoryview(data).cast("B")
+        return count("pwrite", m.nbytes, real["pwrite"](fd, m[:cap], offset))
+
+    def writev(fd, buffers, *rest):
+        bufs = list(buffers)
+        asked = sum(memoryview(b).nbytes for b in bufs)
+        return count("writev", asked, real["writev"](fd, _cap_buffers(bufs, cap)))
+
+    def pwritev(fd, buffers, offset, *rest):
+        bufs = list(buffers)
+        asked = sum(memoryview(b).nbytes for b in bufs)
+        return count("pwritev", asked, real["pwritev"](fd, _cap_buffers(bufs, cap), offset, *rest))
+
+    def read(fd, n):
+        return real["read"](fd, min(n, cap))
+
+    def pread(fd, n, offset):
+        return real["pread"](fd, min(n, cap), offset)
+
+    def readv(fd, buffers):
+        bufs = list(buffers)
+        asked = sum(memoryview(b).nbytes for b in bufs)
+        return count("readv", asked, real["readv"](fd, _cap_buffers(bufs, cap)))
+
+    def preadv(fd, buffers, offset, *rest):
+        bufs = list(buffers)
+        asked = sum(memoryview(b).nbytes for b in bufs)
+        return count("preadv", asked, real["preadv"](fd, _cap_buffers(bufs, cap), offset, *rest))
+
+    patches = {
+        "write": write, "writev": writev, "pwrite": pwrite, "pwritev": pwritev,
+        "read": read, "readv": readv, "pread": pread, "preadv": preadv,
+    }  # fmt: skip
+    try:
+        for name in real:
+            setattr(os, name, patches[name])
+        yield cut
+    finally:
+        for name, fn in real.items():
+            setattr(os, name, fn)
+
+
+@conformance_id("STORE-DISK-010")
+@requires("store", "store.spill.disk")
+def test_short_writes_and_reads(impl, make_store):
+    """The OS may transfer fewer bytes than asked (beyond 2 GiB it always does): values that
+    spill and come back while every os-level read/write moves at most 4 KiB are intact."""
+    kw = {"capacity": 8 * LIMIT, "disk_accounting": False}
+    if "store.limit.host" in impl.capabilities:
+        kw["host_limit"] = LIMIT // 4
+    h = make_store(**kw)
+    sizes = {"big": 100_000 + 157, "big2": 100_000 + 3}  # > device limit: straight out
+    with short_transfers():
+        for i, (k, n) in enumerate(sizes.items()):
+            h.store[k] = h.value(n, seed=40 + i)
+        snap = h.check(set(sizes), oversize=sizes)
+        not_on_disk = {k: t for k, t in snap.tiers.items() if t != "disk"}
+        assert not not_on_disk, (
+            f"values over both limits (device limit 0) should be on disk: {not_on_disk}"
+        )
+        for i, (k, n) in enumerate(sizes.items()):
+            got = h.store[k]
+            assert value_digest(h.device, got) == seed_digest(40 + i, n), (
+                f"{k} ({n:,} bytes) came back corrupted after short os-level transfers"
+            )
+            del got
+    h.check(set(sizes), oversize=sizes)
+
+
+BIG_FRAME = (2 << 30) + 4096 + 123  # one frame over MAX_RW_COUNT (2 GiB - 4 KiB)
+
+
+@pytest.mark.slow
+@conformance_id("STORE-DISK-011")
+@requires("store", "store.spill.disk")
+def test_frame_over_2gib_round_trips(impl, make_store):
+    """A real > 2 GiB frame through the disk tier (slow: -m slow or the stress profile)."""
+    kw = {"device_limit": LIMIT, "capacity": 2 * BIG_FRAME, "disk_accounting": False}
+    if "store.limit.host" in impl.capabilities:
+        kw["host_limit"] = LIMIT
+    h = make_store(**kw)
+    h.store["huge"] = h.value(BIG_FRAME, seed=2)
+    snap = h.check({"huge"}, oversize={"huge": BIG_FRAME})
+    assert snap.tiers["huge"] == "disk", f"the value should be on disk: {dict(snap.tiers)}"
+    got = h.store["huge"]
+    assert value_digest(h.device, got) == seed_digest(2, BIG_FRAME), (
+        f"a {BIG_FRAME:,}-byte frame came back corrupted from disk"
+    )
+    del got
+    h.check({"huge"}, oversize={"huge": BIG_FRAME})
 
 
 _DISK_FULL_CHILD = textwrap.dedent(

@@ -5,7 +5,7 @@ Bugs are injected from outside: a wrapping mapping, public attributes
 need the store's internals (its lock, its HMAC check); those touch private
 names, which tests/meta may do and the suite itself never does.
 
-``EXPECTED`` maps each adapter to the conformance ID that must catch it.
+A few adapters replace the store's own spill-on-demand handler with their own\n(``spill_on_demand=False`` plus ``device.add_oom_handler``).\n\n``EXPECTED`` maps each adapter to the conformance ID that must catch it.
 """
 
 from __future__ import annotations
@@ -296,6 +296,85 @@ class IgnoresHostLimit(_Broken):
         return super().create_store(replace(env, host_limit=None))
 
 
+# 13 -----------------------------------------------------------------------------
+class _OwnOomHandler:
+    """Spill-on-demand done by the adapter (the store's own handler is turned off)."""
+
+    def __init__(self, store, cascade: bool) -> None:
+        import weakref
+
+        self.store_ref = weakref.ref(store)
+        self.cascade = cascade
+
+    raise_when_empty = False
+
+    def __call__(self, shortfall: int) -> bool:
+        store = self.store_ref()
+        if store is None:
+            return False
+        if self.raise_when_empty and store.snapshot().device_bytes == 0:
+            raise TypeError("nothing left to spill")  # dask-cuda: format_bytes(None)
+        if self.cascade:
+            return store.evict(max(1, shortfall)) > 0
+        limit = store.memory_limit
+        store.memory_limit = None  # evict device -> host only, like dask-cuda's oom closure
+        try:
+            return store.evict(max(1, shortfall)) > 0
+        finally:
+            store.memory_limit = limit
+
+
+class _OwnOom(_Broken):
+    cascade = True
+    raise_when_empty = False
+    remove_on_close = True
+
+    def create_store(self, env):
+        import reference_impl
+
+        inner = reference_impl.ProxifyHostFile(
+            device=env.device,
+            device_memory_limit=env.device_limit,
+            memory_limit=env.host_limit,
+            local_directory=env.spill_dir,
+            spill_on_demand=False,
+        )
+        store = self.wrapper(inner, env.device)
+        store.oom = _OwnOomHandler(inner, self.cascade)
+        store.oom.raise_when_empty = self.raise_when_empty
+        env.device.add_oom_handler(store.oom)
+        return store
+
+    def close_store(self, store):
+        if self.remove_on_close:
+            store.device.remove_oom_handler(store.oom)
+        super().close_store(store)
+
+
+class OomSkipsHostLimit(_OwnOom):
+    """Spill on demand moves values to host but never cascades host -> disk (dask-cuda)."""
+
+    name = "broken-oom-no-cascade"
+    cascade = False
+
+
+# 14 -----------------------------------------------------------------------------
+class OomHandlerOutlivesStore(_OwnOom):
+    """close_store() leaves the store's OOM handler registered on the device."""
+
+    name = "broken-oom-handler-outlives-store"
+    remove_on_close = False
+
+
+# 15 -----------------------------------------------------------------------------
+class OomHandlerRaises(_OwnOom):
+    """The OOM handler raises TypeError once nothing is left to spill (dask-cuda with
+    memory_limit=None), instead of letting the device raise its MemoryError."""
+
+    name = "broken-oom-handler-raises"
+    raise_when_empty = True
+
+
 # which conformance ID must catch which bug
 EXPECTED: dict[str, tuple[type, str]] = {
     "alias_twice": (AliasTwice, "STORE-ALIAS-001"),
@@ -310,6 +389,9 @@ EXPECTED: dict[str, tuple[type, str]] = {
     "class_lock": (ClassLevelLock, "STORE-THREAD-003"),
     "host_bytes": (WrongHostBytes, "STORE-ACCT-003"),
     "ignores_host_limit": (IgnoresHostLimit, "STORE-LIMIT-005"),
+    "oom_no_cascade": (OomSkipsHostLimit, "STORE-OOM-003"),
+    "oom_handler_outlives_store": (OomHandlerOutlivesStore, "STORE-OOM-004"),
+    "oom_handler_raises": (OomHandlerRaises, "STORE-OOM-002"),
 }
 
 for _attr, (_cls, _cid) in EXPECTED.items():
