@@ -82,8 +82,36 @@ class UnitIndex:
         records = self.records
         return [records[p] for p in unit.pids if p in records]
 
+    def is_solo(self, unit: Unit) -> bool:
+        """True when nothing links ``unit`` to another unit: the common, cheap case.
+
+        Conservative: a unit holding several proxies is never called solo, so
+        :meth:`group` takes the general path for it.
+        """
+        if type(unit) is Record:
+            rec = unit
+            if rec.keys:
+                return False
+        else:
+            pids = unit.pids
+            if len(pids) != 1:
+                return not pids
+            rec = self.records.get(pids[0])
+            if rec is None:
+                return True
+            if len(rec.keys) != 1:
+                return False
+        alloc_pids = self.alloc_pids
+        for aid in rec.allocs:
+            holders = alloc_pids.get(aid)
+            if holders is not None and len(holders) > 1:
+                return False
+        return True
+
     def group(self, unit: Unit) -> list[Unit]:
         """``unit`` and every unit linked to it by a shared proxy or base allocation."""
+        if self.is_solo(unit):
+            return [unit]
         order = [unit]
         seen = {unit}
         i = 0
@@ -104,6 +132,8 @@ class UnitIndex:
 
     def group_records(self, group: list[Unit]) -> list[Record]:
         """Every record of ``group``, once, in order."""
+        if len(group) == 1:
+            return list(dict.fromkeys(self.recs_of(group[0])))
         return list(dict.fromkeys(r for u in group for r in self.recs_of(u)))
 
     def tier(self, unit: Unit) -> str:

@@ -110,6 +110,7 @@ class ProxifyHostFile(MutableMapping):
         self._closed = False
         self._self_ref = weakref.ref(self)
         self._tracker = Tracker(self._tiers, self._self_ref)
+        self._inbox = self._tracker.inbox
         self._oom_hook: _OomHook | None = None
         if spill_on_demand:
             self._oom_hook = _OomHook(self._self_ref, self.device)
@@ -161,14 +162,29 @@ class ProxifyHostFile(MutableMapping):
                 rec.keys.add(key)
             del structure, value
             self._tiers.admit([entry])
-            self._tracker.drain()
+            if self._inbox:
+                self._tracker.drain()
 
     def __getitem__(self, key: Hashable) -> Any:
-        _check_key(key)
         with self._lock:
-            self._enter()
-            entry = self._entries[key]
+            if self._closed:
+                _check_key(key)
+                self._enter()
+            if self._inbox:
+                self._tracker.drain()
+            try:
+                entry = self._entries[key]
+            except TypeError:
+                _check_key(key)
+                raise
             tiers, recency, index = self._tiers, self._recency, self._index
+            if self._on_device_alone(entry):  # the hot path: nothing to move, one unit to touch
+                recency.touch_one(entry)
+                tiers.cascade()
+                value = entry.value
+                if self._inbox:
+                    self._tracker.drain()
+                return value
             if entry.is_host_value:
                 if entry.file is not None:
                     tiers.load_host_value(entry)
@@ -329,13 +345,17 @@ class ProxifyHostFile(MutableMapping):
         with self._lock:
             if self._closed or detail.store_ref is None:
                 return _use_unmanaged(detail)
-            self._tracker.drain()
+            if self._inbox:
+                self._tracker.drain()
             index, tiers, recency = self._index, self._tiers, self._recency
             rec = self._records[detail.pid]
             unit = index.units_of(rec)[0]
-            if detail.obj is not None:
-                obj = detail.obj
-                recency.touch(index.group(unit), index.size)
+            obj = detail.obj
+            if obj is not None:
+                if index.is_solo(unit):
+                    recency.touch_one(unit)
+                else:
+                    recency.touch(index.group(unit), index.size)
                 return obj
             if tiers.bring_to_device(unit) is OVERSIZED:
                 recency.touch(index.group(unit), index.size)
@@ -380,10 +400,19 @@ class ProxifyHostFile(MutableMapping):
             self._lock.release()
 
     # --- internals -----------------------------------------------------------------
+    def _on_device_alone(self, entry: Entry) -> bool:
+        """True when ``entry`` is one device-resident proxy that no other unit shares."""
+        pids = entry.pids
+        if len(pids) != 1:
+            return False
+        rec = self._records.get(pids[0])
+        return rec is not None and rec.tier == "device" and self._index.is_solo(entry)
+
     def _enter(self) -> None:
         if self._closed:
             raise StoreClosedError("this ProxifyHostFile was closed")
-        self._tracker.drain()
+        if self._inbox:
+            self._tracker.drain()
 
     def _remove_entry(self, key: Hashable) -> None:
         entry = self._entries.pop(key)

@@ -62,6 +62,12 @@ class Recency:
             if unit in device:
                 device.move_to_end(unit)
 
+    def touch_one(self, unit: Unit) -> None:
+        """:meth:`touch` for a single unit, without building a list."""
+        unit.tick = next(self._ticks)
+        if unit in self.device:
+            self.device.move_to_end(unit)
+
     def pin(self, units: Iterable[Unit]) -> list[Unit]:
         """Pin ``units``; returns those newly pinned, for :meth:`unpin`."""
         new = [u for u in units if u not in self.pinned]
