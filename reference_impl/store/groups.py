@@ -82,31 +82,37 @@ class UnitIndex:
         records = self.records
         return [records[p] for p in unit.pids if p in records]
 
-    def is_solo(self, unit: Unit) -> bool:
-        """True when nothing links ``unit`` to another unit: the common, cheap case.
+    def solo_record(self, unit: Unit) -> Record | None:
+        """The one record of ``unit`` when nothing links ``unit`` to another unit.
 
-        Conservative: a unit holding several proxies is never called solo, so
-        :meth:`group` takes the general path for it.
+        This is the common case, answered with a few lookups so that the hot
+        paths skip the closure walk of :meth:`group`. None otherwise.
         """
         if type(unit) is Record:
             rec = unit
             if rec.keys:
-                return False
+                return None
         else:
             pids = unit.pids
             if len(pids) != 1:
-                return not pids
+                return None
             rec = self.records.get(pids[0])
-            if rec is None:
-                return True
-            if len(rec.keys) != 1:
-                return False
+            if rec is None or len(rec.keys) != 1:
+                return None
         alloc_pids = self.alloc_pids
         for aid in rec.allocs:
             holders = alloc_pids.get(aid)
             if holders is not None and len(holders) > 1:
-                return False
-        return True
+                return None
+        return rec
+
+    def is_solo(self, unit: Unit) -> bool:
+        """True when ``unit`` is its own group (conservative: may say False)."""
+        if self.solo_record(unit) is not None:
+            return True
+        # The rare shapes: an entry without proxies, or whose one proxy was forgotten.
+        pids = None if type(unit) is Record else unit.pids
+        return pids is not None and (not pids or (len(pids) == 1 and pids[0] not in self.records))
 
     def group(self, unit: Unit) -> list[Unit]:
         """``unit`` and every unit linked to it by a shared proxy or base allocation."""

@@ -145,7 +145,10 @@ class ProxifyHostFile(MutableMapping):
     def __setitem__(self, key: Hashable, value: Any) -> None:
         _check_key(key)
         with self._lock:
-            self._enter()
+            if self._closed:
+                self._enter()
+            if self._inbox:
+                self._tracker.drain()
             pids: list[int] = []
             leaves = [0]
             structure = self._tracker.proxify(value, pids, leaves)
@@ -349,10 +352,11 @@ class ProxifyHostFile(MutableMapping):
                 self._tracker.drain()
             index, tiers, recency = self._index, self._tiers, self._recency
             rec = self._records[detail.pid]
-            unit = index.units_of(rec)[0]
+            keys = rec.keys
+            unit = self._entries[next(iter(keys))] if keys else rec  # units_of(rec)[0]
             obj = detail.obj
             if obj is not None:
-                if index.is_solo(unit):
+                if index.solo_record(unit) is rec:
                     recency.touch_one(unit)
                 else:
                     recency.touch(index.group(unit), index.size)
@@ -402,11 +406,8 @@ class ProxifyHostFile(MutableMapping):
     # --- internals -----------------------------------------------------------------
     def _on_device_alone(self, entry: Entry) -> bool:
         """True when ``entry`` is one device-resident proxy that no other unit shares."""
-        pids = entry.pids
-        if len(pids) != 1:
-            return False
-        rec = self._records.get(pids[0])
-        return rec is not None and rec.tier == "device" and self._index.is_solo(entry)
+        rec = self._index.solo_record(entry)
+        return rec is not None and rec.tier == "device"
 
     def _enter(self) -> None:
         if self._closed:

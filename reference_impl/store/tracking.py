@@ -38,6 +38,7 @@ class Tracker:
         self.device = tiers.device
         self.store_ref = store_ref
         self.inbox: deque[_ProxyRef] = deque()
+        self._queue_dead = self.inbox.append  # the weakref callback: no lock, no allocation
         self._pids = itertools.count(1)
 
     def proxify(self, value: Any, pids: list[int], leaves: list[int]) -> Any:
@@ -91,7 +92,7 @@ class Tracker:
 
     def track(self, proxy: ProxyObject, detail: _Detail) -> Record:
         pid = next(self._pids)
-        ref = _ProxyRef(proxy, self.inbox.append)
+        ref = _ProxyRef(proxy, self._queue_dead)
         ref.pid = pid
         rec = Record(pid, ref)
         detail.pid = pid
