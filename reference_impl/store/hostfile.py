@@ -143,7 +143,10 @@ class ProxifyHostFile(MutableMapping):
 
     # --- MutableMapping ------------------------------------------------------
     def __setitem__(self, key: Hashable, value: Any) -> None:
-        _check_key(key)
+        try:
+            hash(key)
+        except TypeError:
+            _check_key(key)
         with self._lock:
             if self._closed:
                 self._enter()
@@ -160,7 +163,7 @@ class ProxifyHostFile(MutableMapping):
             recency = self._recency
             for pid in pids:
                 rec = self._records[pid]
-                if rec.external:
+                if not rec.keys:  # an external until now
                     recency.remove(rec)
                 rec.keys.add(key)
             del structure, value

@@ -15,7 +15,7 @@ from typing import Any
 
 from dask.sizeof import sizeof
 
-from .containers import walk
+from .containers import is_leaf, walk
 from .dispatch import handler_for
 from .errors import StoreClosedError
 from .proxy import ProxyObject, _Detail, _get_detail
@@ -43,28 +43,30 @@ class Tracker:
 
     def proxify(self, value: Any, pids: list[int], leaves: list[int]) -> Any:
         """``value`` with device leaves proxified; appends their pids, adds host sizes."""
-        index = self.index
+        if is_leaf(value):  # a bare array, the common case: no container walk
+            return self._leaf(value, pids, leaves)
+        return walk(value, lambda x: self._leaf(x, pids, leaves))
+
+    def _leaf(self, x: Any, pids: list[int], leaves: list[int]) -> Any:
+        if type(x) is ProxyObject:
+            return self.adopt(x, pids)
         device = self.device
-
-        def leaf(x: Any) -> Any:
-            if type(x) is ProxyObject:
-                return self.adopt(x, pids)
-            handler = handler_for(x, device)
-            if handler is None:
-                leaves[0] += sizeof(x)
-                return x
-            pid = index.raw.get(id(x))
-            if pid is not None:  # the same device object again: reuse its proxy
-                rec = index.records.get(pid)
-                proxy = rec.ref() if rec is not None else None
-                if proxy is not None and _get_detail(proxy).obj is x:
-                    pids.append(pid)
-                    return proxy
-            proxy = ProxyObject(_Detail(x, handler, device))
-            pids.append(self.track(proxy, _get_detail(proxy)).pid)
-            return proxy
-
-        return walk(value, leaf)
+        handler = handler_for(x, device)
+        if handler is None:
+            leaves[0] += sizeof(x)
+            return x
+        index = self.index
+        pid = index.raw.get(id(x))
+        if pid is not None:  # the same device object again: reuse its proxy
+            rec = index.records.get(pid)
+            proxy = rec.ref() if rec is not None else None
+            if proxy is not None and _get_detail(proxy).obj is x:
+                pids.append(pid)
+                return proxy
+        detail = _Detail(x, handler, device)
+        proxy = ProxyObject(detail)
+        pids.append(self.track(proxy, detail).pid)
+        return proxy
 
     def adopt(self, proxy: ProxyObject, pids: list[int]) -> ProxyObject:
         """Take over an unmanaged proxy (unpickled, or from a closed store)."""
