@@ -29,8 +29,13 @@ class UnitIndex:
         self.alloc_pids: dict[int, set[int]] = {}
         self.alloc_size: dict[int, int] = {}
         self.device_bytes = 0
+        # Records held by two or more keys plus allocations held by two or more
+        # records. While it is 0 every unit is its own group, so the hot paths
+        # skip even the per-unit solo check.
+        self.links = 0
 
     def clear(self) -> None:
+        self.links = 0
         self.entries.clear()
         self.records.clear()
         self.raw.clear()
@@ -49,7 +54,10 @@ class UnitIndex:
                 holders = self.alloc_pids[aid] = set()
                 self.alloc_size[aid] = nbytes
                 self.device_bytes += nbytes
+            before = len(holders)
             holders.add(rec.pid)
+            if before == 1 and len(holders) == 2:
+                self.links += 1
         self.raw[id(detail.obj)] = rec.pid
         rec.restore_nbytes = int(detail.meta.get("nbytes", 0)) or rec.device_nbytes
 
@@ -57,7 +65,10 @@ class UnitIndex:
         """Uncount ``rec``'s device object; an allocation is freed with its last holder."""
         for aid in rec.allocs:
             holders = self.alloc_pids[aid]
+            before = len(holders)
             holders.discard(rec.pid)
+            if before == 2 and len(holders) == 1:
+                self.links -= 1
             if not holders:
                 del self.alloc_pids[aid]
                 self.device_bytes -= self.alloc_size.pop(aid)
@@ -68,6 +79,33 @@ class UnitIndex:
             stale = [k for k, v in self.raw.items() if v == rec.pid] if obj is None else []
             for k in stale:
                 del self.raw[k]
+
+    # --- keys ---------------------------------------------------------------------
+    def add_key(self, rec: Record, key: Hashable) -> None:
+        keys = rec.keys
+        before = len(keys)
+        keys.add(key)
+        if before == 1 and len(keys) == 2:
+            self.links += 1
+
+    def discard_key(self, rec: Record, key: Hashable) -> None:
+        keys = rec.keys
+        before = len(keys)
+        keys.discard(key)
+        if before == 2 and len(keys) == 1:
+            self.links -= 1
+
+    def forget_record(self, pid: int) -> Record | None:
+        """Stop tracking ``pid`` (its allocations are dropped by the caller)."""
+        rec = self.records.pop(pid, None)
+        if rec is not None and len(rec.keys) >= 2:
+            self.links -= 1
+        return rec
+
+    def count_links(self) -> int:
+        """Recount :attr:`links` from scratch (for tests of the invariant)."""
+        shared_recs = sum(1 for r in self.records.values() if len(r.keys) >= 2)
+        return shared_recs + sum(1 for h in self.alloc_pids.values() if len(h) >= 2)
 
     # --- units and groups ------------------------------------------------------
     def units_of(self, rec: Record) -> list[Unit]:
@@ -99,6 +137,8 @@ class UnitIndex:
             rec = self.records.get(pids[0])
             if rec is None or len(rec.keys) != 1:
                 return None
+        if not self.links:
+            return rec
         alloc_pids = self.alloc_pids
         for aid in rec.allocs:
             holders = alloc_pids.get(aid)
@@ -116,7 +156,7 @@ class UnitIndex:
 
     def group(self, unit: Unit) -> list[Unit]:
         """``unit`` and every unit linked to it by a shared proxy or base allocation."""
-        if self.is_solo(unit):
+        if not self.links or self.is_solo(unit):
             return [unit]
         order = [unit]
         seen = {unit}

@@ -160,12 +160,12 @@ class ProxifyHostFile(MutableMapping):
             entry = Entry(key, structure, pids, sizeof(value) if not pids else leaves[0])
             self._entries[key] = entry
             self._tiers.host_bytes += entry.leaf_nbytes
-            recency = self._recency
+            recency, index = self._recency, self._index
             for pid in pids:
                 rec = self._records[pid]
                 if not rec.keys:  # an external until now
                     recency.remove(rec)
-                rec.keys.add(key)
+                index.add_key(rec, key)
             del structure, value
             self._tiers.admit([entry])
             if self._inbox:
@@ -359,7 +359,7 @@ class ProxifyHostFile(MutableMapping):
             unit = self._entries[next(iter(keys))] if keys else rec  # units_of(rec)[0]
             obj = detail.obj
             if obj is not None:
-                if index.solo_record(unit) is rec:
+                if not index.links or index.solo_record(unit) is rec:
                     recency.touch_one(unit)
                 else:
                     recency.touch(index.group(unit), index.size)
@@ -434,7 +434,7 @@ class ProxifyHostFile(MutableMapping):
             rec = self._records.get(pid)
             if rec is None:
                 continue
-            rec.keys.discard(key)
+            self._index.discard_key(rec, key)
             if rec.keys:
                 continue
             if rec.ref() is None:

@@ -116,7 +116,7 @@ class Tracker:
             self.forget(inbox.popleft().pid)
 
     def forget(self, pid: int) -> None:
-        rec = self.index.records.pop(pid, None)
+        rec = self.index.forget_record(pid)
         if rec is None:
             return
         self.tiers.recency.remove(rec)
