@@ -64,18 +64,13 @@ class TierMover:
     def admit(self, units: list[Unit]) -> None:
         """Place freshly stored/registered units on device (or host if too large), MRU."""
         index, recency = self.index, self.recency
-        if len(units) == 1:  # the hot path: one solo unit that fits, already on device
+        if len(units) == 1 and index.device_bytes <= self.device_memory_limit:
+            # The hot path: one solo unit, already on device, and everything fits.
             unit = units[0]
             rec = index.solo_record(unit)
-            if (
-                rec is not None
-                and rec.tier == "device"
-                and rec.device_nbytes <= self.device_memory_limit
-            ):
+            if rec is not None and rec.tier == "device":
                 recency.place(unit, "device")
                 recency.touch_one(unit)
-                if index.device_bytes > self.device_memory_limit:
-                    self.evict_device(index.device_bytes - self.device_memory_limit)
                 self.cascade()
                 return
         pinned = recency.pin(units)
