@@ -25,6 +25,16 @@ def walk(value: Any, leaf: Callable[[Any], Any]) -> Any:
     return value if result is _NO_CHANGE else result
 
 
+def is_leaf(value: Any) -> bool:
+    """True when :func:`walk` would treat ``value`` as a leaf (lets callers skip it)."""
+    t = type(value)
+    return (
+        t not in _SEQUENCES
+        and t not in _MAPPINGS
+        and not (isinstance(value, tuple) and hasattr(t, "_make"))
+    )
+
+
 def _walk(value: Any, leaf: Callable[[Any], Any]) -> Any:
     t = type(value)
     if t in _SEQUENCES or (isinstance(value, tuple) and hasattr(t, "_make")):

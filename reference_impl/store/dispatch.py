@@ -43,15 +43,16 @@ class ArrayType:
         return device.asarray(serialize.loads(payload))
 
     def metadata(self, obj: Any) -> dict[str, Any]:
+        shape = tuple(obj.shape)
         meta = {
             "nbytes": int(obj.nbytes),
-            "shape": tuple(obj.shape),
+            "shape": shape,
             "dtype": obj.dtype,
-            "ndim": int(obj.ndim),
+            "ndim": len(shape),
             "size": int(obj.size),
         }
-        if obj.ndim:
-            meta["__len__"] = int(obj.shape[0])
+        if shape:
+            meta["__len__"] = int(shape[0])
         return meta
 
 

@@ -54,8 +54,9 @@ def _get_detail(proxy: ProxyObject) -> _Detail:
 
 def _use(proxy: ProxyObject) -> Any:
     """The device object behind ``proxy``, unspilled if needed (real use)."""
-    detail = _get_detail(proxy)
-    store = detail.store()
+    detail = object.__getattribute__(proxy, "_pxy")  # inlined _get_detail: the hot path
+    ref = detail.store_ref
+    store = ref() if ref is not None else None
     if store is not None:
         return store._use_proxy(proxy, detail)
     return _use_unmanaged(detail)

@@ -97,6 +97,11 @@ class StoreMachine(RuleBasedStateMachine):
         assert snap.n_externals == len(self.externals)
 
     @invariant()
+    def link_count_is_exact(self):  # the store's fast paths trust it
+        index = self.store._index
+        assert index.links == index.count_links()
+
+    @invariant()
     def device_keys_are_an_mru_suffix(self):
         snap = self.store.snapshot()
         on_device = [k for k in self.order if snap.tiers[k] == "device"]

@@ -1,0 +1,210 @@
+"""Alias groups: which eviction units must change tier together.
+
+Two units are linked when they share a proxy (two keys holding one proxy) or
+a base allocation (a view in one key, its base in another). A unit's *group*
+is the closure over those links; moving a group together is what keeps every
+key in exactly one tier and makes spilling really free device bytes.
+
+Device bytes are counted here, once per base allocation however many proxies
+hold it, because the allocation table is also what links the groups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+from .units import Entry, Record
+
+Unit = Entry | Record
+
+
+class UnitIndex:
+    """Keys, tracked proxies, and the allocation table that links them."""
+
+    def __init__(self) -> None:
+        self.entries: dict[Hashable, Entry] = {}
+        self.records: dict[int, Record] = {}
+        self.raw: dict[int, int] = {}  # id(device object) -> pid, for alias reuse
+        self.alloc_pids: dict[int, set[int]] = {}
+        self.alloc_size: dict[int, int] = {}
+        self.device_bytes = 0
+        # Records held by two or more keys plus allocations held by two or more
+        # records. While it is 0 every unit is its own group, so the hot paths
+        # skip even the per-unit solo check.
+        self.links = 0
+
+    def clear(self) -> None:
+        self.links = 0
+        self.entries.clear()
+        self.records.clear()
+        self.raw.clear()
+        self.alloc_pids.clear()
+        self.alloc_size.clear()
+        self.device_bytes = 0
+
+    # --- allocations ---------------------------------------------------------
+    def add_allocs(self, rec: Record, detail: Any, device: Any) -> None:
+        """Count ``rec``'s device object; an allocation already held costs nothing."""
+        rec.tier = "device"
+        rec.allocs = dict(detail.handler.allocations(detail.obj, device))
+        for aid, nbytes in rec.allocs.items():
+            holders = self.alloc_pids.get(aid)
+            if holders is None:
+                holders = self.alloc_pids[aid] = set()
+                self.alloc_size[aid] = nbytes
+                self.device_bytes += nbytes
+            before = len(holders)
+            holders.add(rec.pid)
+            if before == 1 and len(holders) == 2:
+                self.links += 1
+        self.raw[id(detail.obj)] = rec.pid
+        rec.restore_nbytes = int(detail.meta.get("nbytes", 0)) or rec.device_nbytes
+
+    def drop_allocs(self, rec: Record, obj: Any = None) -> None:
+        """Uncount ``rec``'s device object; an allocation is freed with its last holder."""
+        for aid in rec.allocs:
+            holders = self.alloc_pids[aid]
+            before = len(holders)
+            holders.discard(rec.pid)
+            if before == 2 and len(holders) == 1:
+                self.links -= 1
+            if not holders:
+                del self.alloc_pids[aid]
+                self.device_bytes -= self.alloc_size.pop(aid)
+        rec.allocs = {}
+        if obj is not None and self.raw.get(id(obj)) == rec.pid:
+            del self.raw[id(obj)]
+        else:
+            stale = [k for k, v in self.raw.items() if v == rec.pid] if obj is None else []
+            for k in stale:
+                del self.raw[k]
+
+    # --- keys ---------------------------------------------------------------------
+    def add_key(self, rec: Record, key: Hashable) -> None:
+        keys = rec.keys
+        before = len(keys)
+        keys.add(key)
+        if before == 1 and len(keys) == 2:
+            self.links += 1
+
+    def discard_key(self, rec: Record, key: Hashable) -> None:
+        keys = rec.keys
+        before = len(keys)
+        keys.discard(key)
+        if before == 2 and len(keys) == 1:
+            self.links -= 1
+
+    def forget_record(self, pid: int) -> Record | None:
+        """Stop tracking ``pid`` (its allocations are dropped by the caller)."""
+        rec = self.records.pop(pid, None)
+        if rec is not None and len(rec.keys) >= 2:
+            self.links -= 1
+        return rec
+
+    def count_links(self) -> int:
+        """Recount :attr:`links` from scratch (for tests of the invariant)."""
+        shared_recs = sum(1 for r in self.records.values() if len(r.keys) >= 2)
+        return shared_recs + sum(1 for h in self.alloc_pids.values() if len(h) >= 2)
+
+    # --- units and groups ------------------------------------------------------
+    def units_of(self, rec: Record) -> list[Unit]:
+        """The units ``rec`` belongs to: the entries holding it, or itself if external."""
+        if rec.keys:
+            return [self.entries[k] for k in rec.keys]
+        return [rec]
+
+    def recs_of(self, unit: Unit) -> list[Record]:
+        if isinstance(unit, Record):
+            return [unit]
+        records = self.records
+        return [records[p] for p in unit.pids if p in records]
+
+    def solo_record(self, unit: Unit) -> Record | None:
+        """The one record of ``unit`` when nothing links ``unit`` to another unit.
+
+        This is the common case, answered with a few lookups so that the hot
+        paths skip the closure walk of :meth:`group`. None otherwise.
+        """
+        if type(unit) is Record:
+            rec = unit
+            if rec.keys:
+                return None
+        else:
+            pids = unit.pids
+            if len(pids) != 1:
+                return None
+            rec = self.records.get(pids[0])
+            if rec is None or len(rec.keys) != 1:
+                return None
+        if not self.links:
+            return rec
+        alloc_pids = self.alloc_pids
+        for aid in rec.allocs:
+            holders = alloc_pids.get(aid)
+            if holders is not None and len(holders) > 1:
+                return None
+        return rec
+
+    def is_solo(self, unit: Unit) -> bool:
+        """True when ``unit`` is its own group (conservative: may say False)."""
+        if self.solo_record(unit) is not None:
+            return True
+        # The rare shapes: an entry without proxies, or whose one proxy was forgotten.
+        pids = None if type(unit) is Record else unit.pids
+        return pids is not None and (not pids or (len(pids) == 1 and pids[0] not in self.records))
+
+    def group(self, unit: Unit) -> list[Unit]:
+        """``unit`` and every unit linked to it by a shared proxy or base allocation."""
+        if not self.links or self.is_solo(unit):
+            return [unit]
+        order = [unit]
+        seen = {unit}
+        i = 0
+        while i < len(order):
+            for rec in self.recs_of(order[i]):
+                linked = [rec]
+                for aid in rec.allocs:
+                    for pid in self.alloc_pids.get(aid, ()):
+                        if pid != rec.pid:
+                            linked.append(self.records[pid])
+                for other in linked:
+                    for u in self.units_of(other):
+                        if u not in seen:
+                            seen.add(u)
+                            order.append(u)
+            i += 1
+        return order
+
+    def group_records(self, group: list[Unit]) -> list[Record]:
+        """Every record of ``group``, once, in order."""
+        if len(group) == 1:
+            return list(dict.fromkeys(self.recs_of(group[0])))
+        return list(dict.fromkeys(r for u in group for r in self.recs_of(u)))
+
+    def tier(self, unit: Unit) -> str:
+        if isinstance(unit, Record):
+            return unit.tier
+        if unit.is_host_value:
+            return "disk" if unit.file is not None else "host"
+        return self.records[unit.pids[0]].tier
+
+    def size(self, unit: Unit) -> int:
+        """Bytes ``unit`` occupies on device, or would need to come back."""
+        return sum(r.device_nbytes or r.restore_nbytes for r in self.recs_of(unit)) + (
+            unit.leaf_nbytes if isinstance(unit, Entry) else 0
+        )
+
+    def group_device_bytes(self, group: list[Unit]) -> int:
+        """Device bytes ``group`` holds now, each base allocation counted once."""
+        allocs: dict[int, int] = {}
+        for u in group:
+            for rec in self.recs_of(u):
+                allocs.update(rec.allocs)
+        return sum(allocs.values())
+
+    def key_name(self, rec: Record | None) -> str:
+        """A key holding ``rec``, for error messages."""
+        if rec is None or not rec.keys:
+            return "<external>"
+        return repr(next(iter(rec.keys)))

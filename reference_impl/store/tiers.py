@@ -1,0 +1,274 @@
+"""Tier moves: device -> host -> disk and back, with exact byte accounting.
+
+Every move is all-or-nothing per group: copies are made first and committed
+only once all of them succeeded, so a failure (device OOM while unspilling, a
+full disk) leaves every key in one tier and every counter exact. Unspilling
+evicts others *before* copying back, so the limit holds after every call.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from typing import Any
+
+from . import serialize
+from .disk import SpillDir, SpillFile
+from .errors import SpillWarning
+from .groups import Unit, UnitIndex
+from .lru import Recency
+from .proxy import _Detail, _get_detail
+from .serialize import Payload
+from .units import Entry, Record
+
+OVERSIZED = object()
+"""Returned by :meth:`TierMover.bring_to_device` for a group larger than the limit."""
+
+_STAT_NAMES = (
+    "spilled_bytes", "unspilled_bytes", "disk_written_bytes", "disk_read_bytes",
+    "spill_count", "unspill_count", "disk_errors", "oom_calls",
+)  # fmt: skip
+
+
+class TierMover:
+    """Moves groups between tiers and keeps host/disk byte totals and statistics."""
+
+    def __init__(
+        self,
+        index: UnitIndex,
+        recency: Recency,
+        device: Any,
+        disk: SpillDir,
+        device_memory_limit: int,
+        memory_limit: int | None,
+    ) -> None:
+        self.index = index
+        self.recency = recency
+        self.device = device
+        self.disk = disk
+        self.device_memory_limit = device_memory_limit
+        self.memory_limit = memory_limit
+        self.host_bytes = 0
+        self.disk_bytes = 0
+        self.stats = dict.fromkeys(_STAT_NAMES, 0)
+        self.times = {"spill_time_s": 0.0, "unspill_time_s": 0.0, "disk_time_s": 0.0}
+
+    def place(self, unit: Unit) -> None:
+        self.recency.place(unit, self.index.tier(unit))
+
+    def place_all(self, units: list[Unit]) -> None:
+        for u in units:
+            self.place(u)
+
+    # --- admission and eviction ----------------------------------------------
+    def admit(self, units: list[Unit]) -> None:
+        """Place freshly stored/registered units on device (or host if too large), MRU."""
+        index, recency = self.index, self.recency
+        if len(units) == 1 and index.device_bytes <= self.device_memory_limit:
+            # The hot path: one solo unit, already on device, and everything fits.
+            unit = units[0]
+            rec = index.solo_record(unit)
+            if rec is not None and rec.tier == "device":
+                recency.place(unit, "device")
+                recency.touch_one(unit)
+                self.cascade()
+                return
+        pinned = recency.pin(units)
+        try:
+            for unit in units:
+                if isinstance(unit, Entry) and unit.is_host_value:
+                    self.place(unit)
+                    continue
+                group = index.group(unit)
+                if self.bring_to_device(unit) is OVERSIZED or (
+                    index.group_device_bytes(group) > self.device_memory_limit
+                ):
+                    self.spill_to_host([u for u in group if index.tier(u) == "device"])
+                self.place_all(group)
+            recency.touch(units, index.size)
+        finally:
+            recency.unpin(pinned)
+        self.evict_device(index.device_bytes - self.device_memory_limit)
+        self.cascade()
+
+    def evict_device(self, need: int) -> int:
+        """Spill LRU groups device -> host until ``need`` bytes are freed."""
+        index, recency = self.index, self.recency
+        freed = 0
+        blocked: set[Unit] = set()
+        while freed < need:
+            victim = recency.device_victim(blocked)
+            if victim is None:
+                break
+            group = [u for u in index.group(victim) if u in recency.device]
+            if any(u in recency.pinned for u in group):
+                blocked.update(group)
+                continue
+            before = index.device_bytes
+            self.spill_to_host(group)
+            freed += before - index.device_bytes
+        return freed
+
+    def cascade(self) -> None:
+        """Host -> disk, least recently used first, until host bytes <= memory_limit."""
+        limit = self.memory_limit
+        if limit is None or self.host_bytes <= limit:
+            return
+        index, recency = self.index, self.recency
+        skip: set[Unit] = set()
+        for victim in recency.host_victims(index.size):
+            if self.host_bytes <= limit:
+                break
+            if victim in skip or victim not in recency.host:
+                continue
+            group = [u for u in index.group(victim) if u in recency.host]
+            if any(u in recency.pinned for u in group):
+                continue
+            try:
+                self.spill_to_disk(group)
+            except Exception as exc:  # full disk, unpicklable value: it stays in memory
+                self.stats["disk_errors"] += 1
+                skip.update(group)
+                name = repr(victim.key) if isinstance(victim, Entry) else "<external>"
+                warnings.warn(
+                    f"spilling {name} to {self.disk.path} failed "
+                    f"({exc}); the value stays in host memory",
+                    SpillWarning,
+                    stacklevel=3,
+                )
+
+    # --- moves -------------------------------------------------------------------
+    def spill_to_host(self, group: list[Unit]) -> None:
+        """Copy every device record of ``group`` to host, then commit them all."""
+        start = time.perf_counter()
+        index = self.index
+        moves = []
+        for rec in index.group_records(group):
+            proxy = rec.ref()
+            if proxy is None or rec.tier != "device":
+                continue
+            detail = _get_detail(proxy)
+            moves.append((rec, detail, detail.handler.to_host(detail.obj, self.device)))
+        for rec, detail, payload in moves:  # commit only after every copy succeeded
+            obj, detail.obj, detail.payload = detail.obj, None, payload
+            index.drop_allocs(rec, obj)
+            del obj
+            rec.tier = "host"
+            rec.host_nbytes = payload.nbytes
+            rec.restore_nbytes = payload.frames_nbytes
+            self.host_bytes += payload.nbytes
+            self.stats["spilled_bytes"] += payload.frames_nbytes
+            self.stats["spill_count"] += 1
+        moves.clear()
+        self.place_all(group)
+        self.times["spill_time_s"] += time.perf_counter() - start
+
+    def spill_to_disk(self, group: list[Unit]) -> None:
+        """Write every host member of ``group``; on any failure nothing moves."""
+        start = time.perf_counter()
+        written: list[tuple[Any, ...]] = []
+        try:
+            for u in group:
+                if isinstance(u, Entry) and u.is_host_value:
+                    written.append((u, self.disk.write(serialize.dumps(u.value))))
+                    continue
+                for rec in self.index.recs_of(u):
+                    proxy = rec.ref()
+                    if proxy is not None and rec.tier == "host":
+                        detail = _get_detail(proxy)
+                        written.append((rec, self.disk.write(detail.payload), detail))
+        except BaseException:
+            for item in written:
+                item[1].remove()
+            raise
+        for item in written:
+            target, file = item[0], item[1]
+            if isinstance(target, Entry):
+                target.value, target.file = None, file
+                self.host_bytes -= target.leaf_nbytes
+            else:
+                detail = item[2]
+                detail.payload, detail.file = None, file
+                self.host_bytes -= target.host_nbytes
+                target.tier, target.host_nbytes, target.disk_nbytes = "disk", 0, file.nbytes
+            self.disk_bytes += file.nbytes
+            self.stats["disk_written_bytes"] += file.nbytes
+        self.place_all(group)
+        self.times["disk_time_s"] += time.perf_counter() - start
+
+    def bring_to_device(self, unit: Unit) -> Any:
+        """Unspill ``unit``'s group, evicting others *before* copying back.
+
+        Returns ``OVERSIZED`` (and changes nothing) when the group alone would
+        exceed the limit; such values live on host and are used transiently.
+        """
+        index, recency = self.index, self.recency
+        group = index.group(unit)
+        load = [r for r in index.group_records(group) if r.tier != "device"]
+        if not load:
+            return None
+        need = sum(r.restore_nbytes for r in load)
+        if need + index.group_device_bytes(group) > self.device_memory_limit:
+            return OVERSIZED
+        start = time.perf_counter()
+        pinned = recency.pin(group)
+        try:
+            self.evict_device(index.device_bytes + need - self.device_memory_limit)
+            proxies = [r.ref() for r in load]
+            details = [_get_detail(p) for p in proxies if p is not None]
+            load = [r for r, p in zip(load, proxies, strict=True) if p is not None]
+            payloads = [self.payload_of(r, d) for r, d in zip(load, details, strict=True)]
+            objs = [
+                d.handler.to_device(pl, self.device)
+                for d, pl in zip(details, payloads, strict=True)
+            ]
+        finally:
+            recency.unpin(pinned)
+        for rec, detail, obj in zip(load, details, objs, strict=True):
+            if rec.tier == "disk":
+                self.disk_bytes -= rec.disk_nbytes
+                detail.file.remove()
+                detail.file, rec.disk_nbytes = None, 0
+            else:
+                self.host_bytes -= rec.host_nbytes
+                rec.host_nbytes = 0
+            detail.payload = None
+            detail.obj = obj
+            index.add_allocs(rec, detail, self.device)
+            self.stats["unspilled_bytes"] += rec.restore_nbytes
+            self.stats["unspill_count"] += 1
+        self.place_all(group)
+        self.times["unspill_time_s"] += time.perf_counter() - start
+        return None
+
+    def load_host_value(self, entry: Entry) -> None:
+        """Read a host value (no device objects) back from disk into host memory."""
+        payload = self.disk.read(entry.file, repr(entry.key))
+        self.stats["disk_read_bytes"] += entry.file.nbytes
+        entry.value = serialize.loads(payload)
+        self.disk_bytes -= entry.file.nbytes
+        entry.file.remove()
+        entry.file = None
+        self.host_bytes += entry.leaf_nbytes
+        self.place(entry)
+
+    def payload_of(self, rec: Record, detail: _Detail) -> Payload:
+        """The host frames of a spilled record, read (and authenticated) from disk if needed."""
+        if detail.payload is not None:
+            return detail.payload
+        self.stats["disk_read_bytes"] += rec.disk_nbytes
+        return self.disk.read(detail.file, self.index.key_name(rec))
+
+    def write_back(self, rec: Record, detail: _Detail, obj: Any) -> None:
+        """Persist an in-place change made to a transient copy of a spilled record."""
+        payload = detail.handler.to_host(obj, self.device)
+        if rec.tier == "disk":
+            new_file: SpillFile = self.disk.write(payload)
+            self.disk_bytes += new_file.nbytes - rec.disk_nbytes
+            detail.file.remove()
+            detail.file, rec.disk_nbytes = new_file, new_file.nbytes
+        else:
+            self.host_bytes += payload.nbytes - rec.host_nbytes
+            detail.payload, rec.host_nbytes = payload, payload.nbytes
+        rec.restore_nbytes = payload.frames_nbytes
+        self.cascade()

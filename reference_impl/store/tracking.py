@@ -1,0 +1,128 @@
+"""Proxify values and track their proxies weakly.
+
+Every device leaf becomes a :class:`ProxyObject` the store tracks through a
+weak reference. When a proxy dies its reference's callback only appends to an
+inbox (no lock may be taken inside a finalizer); the next locked store call
+drains the inbox and forgets the record, releasing its bytes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from collections import deque
+from typing import Any
+
+from dask.sizeof import sizeof
+
+from .containers import is_leaf, walk
+from .dispatch import handler_for
+from .errors import StoreClosedError
+from .proxy import ProxyObject, _Detail, _get_detail
+from .tiers import TierMover
+from .units import Record
+
+
+class _ProxyRef(weakref.ref):
+    """Weak reference to a tracked proxy; its callback only queues ``pid``."""
+
+    __slots__ = ("pid",)
+
+
+class Tracker:
+    """Turns device leaves into tracked proxies and forgets dead ones."""
+
+    def __init__(self, tiers: TierMover, store_ref: weakref.ref) -> None:
+        self.tiers = tiers
+        self.index = tiers.index
+        self.device = tiers.device
+        self.store_ref = store_ref
+        self.inbox: deque[_ProxyRef] = deque()
+        self._queue_dead = self.inbox.append  # the weakref callback: no lock, no allocation
+        self._pids = itertools.count(1)
+
+    def proxify(self, value: Any, pids: list[int], leaves: list[int]) -> Any:
+        """``value`` with device leaves proxified; appends their pids, adds host sizes."""
+        if is_leaf(value):  # a bare array, the common case: no container walk
+            return self._leaf(value, pids, leaves)
+        return walk(value, lambda x: self._leaf(x, pids, leaves))
+
+    def _leaf(self, x: Any, pids: list[int], leaves: list[int]) -> Any:
+        if type(x) is ProxyObject:
+            return self.adopt(x, pids)
+        device = self.device
+        handler = handler_for(x, device)
+        if handler is None:
+            leaves[0] += sizeof(x)
+            return x
+        index = self.index
+        pid = index.raw.get(id(x))
+        if pid is not None:  # the same device object again: reuse its proxy
+            rec = index.records.get(pid)
+            proxy = rec.ref() if rec is not None else None
+            if proxy is not None and _get_detail(proxy).obj is x:
+                pids.append(pid)
+                return proxy
+        detail = _Detail(x, handler, device)
+        proxy = ProxyObject(detail)
+        pids.append(self.track(proxy, detail).pid)
+        return proxy
+
+    def adopt(self, proxy: ProxyObject, pids: list[int]) -> ProxyObject:
+        """Take over an unmanaged proxy (unpickled, or from a closed store)."""
+        detail = _get_detail(proxy)
+        owner = detail.store()
+        if owner is not None and owner is self.store_ref():
+            pids.append(detail.pid)
+            return proxy
+        if owner is not None and not owner._closed:
+            raise ValueError(
+                "this ProxyObject is already managed by another ProxifyHostFile "
+                f"({owner!r}); counting it in two stores would double count it"
+            )
+        if detail.obj is None and detail.payload is None:
+            raise StoreClosedError(
+                "this ProxyObject's spilled data was removed when its store closed"
+            )
+        if detail.obj is not None and handler_for(detail.obj, self.device) is None:
+            raise ValueError(
+                f"this ProxyObject holds an object of another device, not {self.device!r}"
+            )
+        detail.device = self.device
+        pids.append(self.track(proxy, detail).pid)
+        return proxy
+
+    def track(self, proxy: ProxyObject, detail: _Detail) -> Record:
+        pid = next(self._pids)
+        ref = _ProxyRef(proxy, self._queue_dead)
+        ref.pid = pid
+        rec = Record(pid, ref)
+        detail.pid = pid
+        detail.store_ref = self.store_ref
+        self.index.records[pid] = rec
+        if detail.obj is not None:
+            self.index.add_allocs(rec, detail, self.device)
+        else:
+            rec.tier = "host"
+            rec.host_nbytes = detail.payload.nbytes
+            rec.restore_nbytes = detail.payload.frames_nbytes
+            self.tiers.host_bytes += rec.host_nbytes
+        return rec
+
+    def drain(self) -> None:
+        """Forget every proxy that died since the last call."""
+        inbox = self.inbox
+        while inbox:
+            self.forget(inbox.popleft().pid)
+
+    def forget(self, pid: int) -> None:
+        rec = self.index.forget_record(pid)
+        if rec is None:
+            return
+        self.tiers.recency.remove(rec)
+        if rec.tier == "device":
+            self.index.drop_allocs(rec)
+        elif rec.tier == "host":
+            self.tiers.host_bytes -= rec.host_nbytes
+        else:
+            self.tiers.disk_bytes -= rec.disk_nbytes  # the file died with its proxy
