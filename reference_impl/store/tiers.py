@@ -107,6 +107,9 @@ class TierMover:
             before = index.device_bytes
             self.spill_to_host(group)
             freed += before - index.device_bytes
+            # A member whose proxy died on another thread mid-call cannot be
+            # spilled; it waits for the next drain. Never pick it again here.
+            blocked.update(u for u in group if u in recency.device)
         return freed
 
     def cascade(self) -> None:
