@@ -183,7 +183,7 @@ def main() -> None:
                 continue
             ratio = {k: theirs[k] / ours[k] for k in ("set", "get", "use")}
             print(
-                f"overhead vs {peer} ({label}): "
+                f"{peer} ops/s / ours ({label}; above 1 means {peer} is faster): "
                 + ", ".join(f"{k} {v:.2f}x" for k, v in ratio.items())
             )
 
