@@ -211,7 +211,8 @@ class Driver:
         return ids
 
     def ids_counts(self, cols, kinds, masks, n, ids_out=None):
-        """Pass 1 + scan: (ids, counts, offsets, pos) with pos[chunk, p] start rows."""
+        """Pass 1 + scan: ``(ids, counts, offsets, (pos, bounds))``, where
+        ``pos[chunk, p]`` is the row where ``chunk`` starts writing partition ``p``."""
         dev = self.device
         nrows = len(cols[0])
         bounds = chunk_bounds(nrows)
@@ -223,14 +224,11 @@ class Driver:
         ids_hist_kernel(kind)(_np(src), mask, has, n, _np(ids), _np(pos), bounds)
         del src
         scan_kernel(_np(pos), _np(counts), _np(offsets))
-        self._pos, self._bounds = pos, bounds
-        return ids, counts, offsets
+        return ids, counts, offsets, (pos, bounds)
 
     def _partition(self, cols, kinds, masks, columns, n, out=None, ids_out=None):
         dev = self.device
-        ids, counts, offsets = self.ids_counts(cols, kinds, masks, n, ids_out)
-        pos, bounds = self._pos, self._bounds
-        self._pos = None
+        ids, counts, offsets, (pos, bounds) = self.ids_counts(cols, kinds, masks, n, ids_out)
         out = [dev.empty(len(c), c.dtype) for c in columns] if out is None else list(out)
         uids, upos = _np(ids), _np(pos)
         src = [_np(c).view(_uint_view(c.dtype)) for c in columns]

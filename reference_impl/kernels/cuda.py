@@ -339,8 +339,7 @@ class Driver:
         if nrows == 0:
             counts[...] = 0
             offsets[...] = 0
-            self._pos = None
-            return ids, counts, offsets
+            return ids, counts, offsets, (None, (nb, rpb))
         src, kind, mask, has = self._source(cols, kinds, masks)
         cnt = dev.empty(n * nb, np.int64)
         shared = n <= min(SHARED_PARTITIONS_LIMIT, SHARED_MAX)
@@ -353,18 +352,15 @@ class Driver:
         finish = _scan_kernels()[2]
         finish[-(-n // TPB), TPB](_raw(pos), nb, nrows, _raw(counts), _raw(offsets))
         self._sync()
-        self._pos, self._grid = pos, (nb, rpb)
-        return ids, counts, offsets
+        return ids, counts, offsets, (pos, (nb, rpb))
 
     def partition(self, cols, kinds, masks, columns, n, out=None, ids_out=None):
         dev = self.device
-        ids, counts, offsets = self.ids_counts(cols, kinds, masks, n, ids_out)
+        ids, counts, offsets, (pos, (nb, rpb)) = self.ids_counts(cols, kinds, masks, n, ids_out)
         out = [dev.empty(len(c), c.dtype) for c in columns] if out is None else list(out)
         nrows = len(ids)
         if nrows == 0:
             return ids, counts, offsets, out
-        pos, (nb, rpb) = self._pos, self._grid
-        self._pos = None
         dest = dev.empty(nrows, np.int64)
         shared = n <= min(SHARED_PARTITIONS_LIMIT, SHARED_MAX)
         cursor = dev.empty((1, 1) if shared else (nb, n), np.int64)
