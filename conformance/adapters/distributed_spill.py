@@ -7,23 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from conformance.adapters.zict_adapter import BUFFER_CAPABILITIES, buffer_tiers
 from conformance.api import Snapshot, StoreEnv, Unavailable
 
 
 class SpillBufferAdapter:
     name = "distributed-spill"
-    capabilities = frozenset(
-        {
-            "store",
-            "store.spill.disk",
-            "store.unspill.on_access",
-            "store.lru.strict",
-            "store.evict.manual",
-            "store.threadsafe",
-            "store.faults.disk",
-            "store.pickle",
-        }
-    )
+    capabilities = BUFFER_CAPABILITIES
 
     def __init__(self) -> None:
         import distributed
@@ -36,10 +26,8 @@ class SpillBufferAdapter:
         return self._cls(env.spill_dir, target=env.device_limit)
 
     def inspect(self, store: Any) -> Snapshot:
-        tiers = {k: "device" for k in list(store.fast.keys())}
-        tiers.update({k: "disk" for k in list(store.slow.keys())})
         return Snapshot(
-            tiers=tiers,
+            tiers=buffer_tiers(store),
             device_bytes=int(store.fast.total_weight),
             host_bytes=0,
             disk_bytes=int(store.spilled_total.disk),

@@ -25,20 +25,31 @@ def _device_nbytes(device: Any, value: Any) -> int:
     return int(value.nbytes) if device.is_device_array(value) else 0
 
 
+# What a zict.Buffer (and distributed's SpillBuffer, built on it) can honestly claim.
+BUFFER_CAPABILITIES = frozenset(
+    {
+        "store",
+        "store.spill.disk",
+        "store.unspill.on_access",
+        "store.lru.strict",
+        "store.evict.manual",
+        "store.threadsafe",
+        "store.faults.disk",
+        "store.pickle",
+    }
+)
+
+
+def buffer_tiers(buffer: Any) -> dict[Any, str]:
+    """Fast keys play "device", slow keys are on "disk"; reads only, no unspill."""
+    tiers = {k: "device" for k in list(buffer.fast.keys())}
+    tiers.update({k: "disk" for k in list(buffer.slow.keys())})
+    return tiers
+
+
 class ZictAdapter:
     name = "zict"
-    capabilities = frozenset(
-        {
-            "store",
-            "store.spill.disk",
-            "store.unspill.on_access",
-            "store.lru.strict",
-            "store.evict.manual",
-            "store.threadsafe",
-            "store.faults.disk",
-            "store.pickle",
-        }
-    )
+    capabilities = BUFFER_CAPABILITIES
 
     def __init__(self) -> None:
         import zict
@@ -56,8 +67,7 @@ class ZictAdapter:
 
     def inspect(self, store: Any) -> Snapshot:
         fast, slow = store.fast, store.slow
-        tiers = {k: "device" for k in list(fast.keys())}
-        tiers.update({k: "disk" for k in list(slow.keys())})
+        tiers = buffer_tiers(store)
         directory = slow.d.directory
         disk = 0
         for fn in os.listdir(directory):

@@ -60,16 +60,19 @@ _U64 = struct.Struct("<Q")
 _MAX_FRAMES = 1 << 24
 
 
-def writev_all(fd: int, buffers: Sequence[memoryview]) -> int:
-    """Write every byte of ``buffers``, looping over short writes and IOV_MAX."""
+def _transfer_all(call, fd: int, buffers: Sequence[memoryview], on_zero: Exception) -> int:
+    """Move every byte of ``buffers`` with ``call`` (os.writev or os.readv).
+
+    One call moves at most ~2 GiB and IOV_MAX buffers on Linux, and may move
+    less than asked, so this loops, trimming the buffers already done.
+    """
     pending = [memoryview(b).cast("B") for b in buffers if memoryview(b).nbytes]
     total = 0
     start = 0
     while start < len(pending):
-        batch = pending[start : start + IOV_MAX]
-        n = os.writev(fd, batch)
+        n = call(fd, pending[start : start + IOV_MAX])
         if n <= 0:
-            raise OSError(f"writev wrote {n} bytes; the file system accepts no more data")
+            raise on_zero
         total += n
         while n:
             head = pending[start]
@@ -80,27 +83,20 @@ def writev_all(fd: int, buffers: Sequence[memoryview]) -> int:
                 pending[start] = head[n:]
                 n = 0
     return total
+
+
+def writev_all(fd: int, buffers: Sequence[memoryview]) -> int:
+    """Write every byte of ``buffers``; a write that moves nothing raises OSError."""
+    return _transfer_all(
+        os.writev, fd, buffers, OSError("writev wrote 0 bytes; the file system accepts no more data")
+    )
 
 
 def readv_all(fd: int, buffers: Sequence[memoryview]) -> int:
     """Fill every byte of ``buffers``; a premature end of file raises EOFError."""
-    pending = [memoryview(b).cast("B") for b in buffers if memoryview(b).nbytes]
-    total = 0
-    start = 0
-    while start < len(pending):
-        n = os.readv(fd, pending[start : start + IOV_MAX])
-        if n <= 0:
-            raise EOFError("spill file ended before all its frames were read")
-        total += n
-        while n:
-            head = pending[start]
-            if n >= head.nbytes:
-                n -= head.nbytes
-                start += 1
-            else:
-                pending[start] = head[n:]
-                n = 0
-    return total
+    return _transfer_all(
+        os.readv, fd, buffers, EOFError("spill file ended before all its frames were read")
+    )
 
 
 CHUNK = 1 << 20
