@@ -98,12 +98,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--device", choices=["sim", "cuda"], default="sim")
     ap.add_argument("--no-baselines", action="store_true", help="skip numpy and pandas paths")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--skew", type=float, default=0.0,
+                    help="fraction of rows that share one key value (e.g. 0.9)")
     args = ap.parse_args(argv)
+    if not 0.0 <= args.skew <= 1.0:
+        ap.error(f"--skew must be between 0 and 1, got {args.skew}")
     nrows = int(args.rows)
     fanouts = [int(f) for f in args.fanouts.split(",")]
 
     rng = np.random.default_rng(args.seed)
     host = [rng.integers(0, 2**62, nrows, dtype=np.int64) for _ in range(3)]
+    if args.skew:  # one hot key: the partition it lands in gets that share of the rows
+        host[0][rng.random(nrows) < args.skew] = 42
     in_bytes = sum(c.nbytes for c in host)
     dev = get_device(args.device, capacity=max(16 << 30, 8 * in_bytes))
     key, *payload = (dev.asarray(c) for c in host)
@@ -127,7 +133,8 @@ def main(argv: list[str] | None = None) -> None:
 
     import numba
 
-    print(f"# rows={nrows:,} input={in_bytes / 2**20:,.0f} MiB (1 int64 key + 2 int64 payload)")
+    print(f"# rows={nrows:,} input={in_bytes / 2**20:,.0f} MiB (1 int64 key + 2 int64 payload)"
+          f" skew={args.skew:g}")
     print(f"# device={dev.kind} nproc={os.cpu_count()} numba_threads={numba.get_num_threads()} "
           f"cpu={cpu_model()!r} loadavg={os.getloadavg()[0]:.2f}")
     print(f"# {copy_name}: warm dst {b_copy / 1e9:.2f} GB/s payload "
