@@ -61,6 +61,27 @@ class TierMover:
             self.place(u)
 
     # --- admission and eviction ----------------------------------------------
+    def admit_one(self, unit: Unit) -> None:
+        """:meth:`admit` for one unit, with the common case inlined."""
+        index = self.index
+        if index.device_bytes <= self.device_memory_limit:
+            # The hot path: one solo unit, already on device, and everything fits.
+            rec = index.solo_record(unit)
+            if rec is not None and rec.tier == "device":
+                recency = self.recency
+                recency.host.pop(unit, None)  # recency.place(unit, "device")
+                device = recency.device
+                unit.tick = next(recency.ticks)  # recency.touch_one(unit)
+                if unit in device:
+                    device.move_to_end(unit)
+                else:
+                    device[unit] = None
+                limit = self.memory_limit
+                if limit is not None and self.host_bytes > limit:
+                    self.cascade()
+                return
+        self.admit([unit])
+
     def admit(self, units: list[Unit]) -> None:
         """Place freshly stored/registered units on device (or host if too large), MRU."""
         index, recency = self.index, self.recency

@@ -65,7 +65,16 @@ class Tracker:
                 return proxy
         detail = _Detail(x, handler, device)
         proxy = ProxyObject(detail)
-        pids.append(self.track(proxy, detail).pid)
+        # track(), inlined for a device object (the hot path of every set)
+        pid = next(self._pids)
+        ref = _ProxyRef(proxy, self._queue_dead)
+        ref.pid = pid
+        rec = Record(pid, ref)
+        detail.pid = pid
+        detail.store_ref = self.store_ref
+        index.records[pid] = rec
+        index.add_allocs(rec, detail, device)
+        pids.append(pid)
         return proxy
 
     def adopt(self, proxy: ProxyObject, pids: list[int]) -> ProxyObject:
