@@ -325,7 +325,7 @@ class ProxifyHostFile(MutableMapping):
                 except KeyError:
                     pass
             for rec in self._records.values():
-                proxy = rec.ref()
+                proxy = rec()
                 if proxy is not None:
                     detail = _get_detail(proxy)
                     detail.store_ref = None
@@ -442,7 +442,7 @@ class ProxifyHostFile(MutableMapping):
             self._index.discard_key(rec, key)
             if rec.keys:
                 continue
-            if rec.ref() is None:
+            if rec() is None:
                 self._tracker.forget(pid)
                 continue
             # Still referenced outside the store: it becomes an external of least recency.

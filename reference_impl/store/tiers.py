@@ -168,7 +168,7 @@ class TierMover:
         index = self.index
         moves = []
         for rec in index.group_records(group):
-            proxy = rec.ref()
+            proxy = rec()
             if proxy is None or rec.tier != "device":
                 continue
             detail = _get_detail(proxy)
@@ -197,7 +197,7 @@ class TierMover:
                     written.append((u, self.disk.write(serialize.dumps(u.value))))
                     continue
                 for rec in self.index.recs_of(u):
-                    proxy = rec.ref()
+                    proxy = rec()
                     if proxy is not None and rec.tier == "host":
                         detail = _get_detail(proxy)
                         written.append((rec, self.disk.write(detail.payload), detail))
@@ -238,7 +238,7 @@ class TierMover:
         pinned = recency.pin(group)
         try:
             self.evict_device(index.device_bytes + need - self.device_memory_limit)
-            proxies = [r.ref() for r in load]
+            proxies = [r() for r in load]
             details = [_get_detail(p) for p in proxies if p is not None]
             load = [r for r, p in zip(load, proxies, strict=True) if p is not None]
             payloads = [self.payload_of(r, d) for r, d in zip(load, details, strict=True)]
