@@ -12,6 +12,7 @@ from typing import Any
 
 _SEQUENCES = (list, tuple, set, frozenset)
 _MAPPINGS = (dict, OrderedDict)
+_CONTAINERS = frozenset(_SEQUENCES + _MAPPINGS)  # one hash lookup for is_leaf
 _NO_CHANGE = object()
 
 
@@ -28,11 +29,7 @@ def walk(value: Any, leaf: Callable[[Any], Any]) -> Any:
 def is_leaf(value: Any) -> bool:
     """True when :func:`walk` would treat ``value`` as a leaf (lets callers skip it)."""
     t = type(value)
-    return (
-        t not in _SEQUENCES
-        and t not in _MAPPINGS
-        and not (isinstance(value, tuple) and hasattr(t, "_make"))
-    )
+    return t not in _CONTAINERS and not (isinstance(value, tuple) and hasattr(t, "_make"))
 
 
 def _walk(value: Any, leaf: Callable[[Any], Any]) -> Any:

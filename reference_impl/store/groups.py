@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
+from .dispatch import ARRAY
 from .units import Entry, Record
 
 Unit = Entry | Record
@@ -47,18 +48,24 @@ class UnitIndex:
     def add_allocs(self, rec: Record, detail: Any, device: Any) -> None:
         """Count ``rec``'s device object; an allocation already held costs nothing."""
         rec.tier = "device"
-        rec.allocs = dict(detail.handler.allocations(detail.obj, device))
-        for aid, nbytes in rec.allocs.items():
-            holders = self.alloc_pids.get(aid)
+        obj, handler, pid = detail.obj, detail.handler, rec.pid
+        if handler is ARRAY:  # one base allocation: skip the list the protocol returns
+            aid, nbytes = device.allocation_of(obj)
+            allocs = rec.allocs = {aid: nbytes}
+        else:
+            allocs = rec.allocs = dict(handler.allocations(obj, device))
+        alloc_pids = self.alloc_pids
+        for aid, nbytes in allocs.items():
+            holders = alloc_pids.get(aid)
             if holders is None:
-                holders = self.alloc_pids[aid] = set()
+                alloc_pids[aid] = {pid}
                 self.alloc_size[aid] = nbytes
                 self.device_bytes += nbytes
-            before = len(holders)
-            holders.add(rec.pid)
-            if before == 1 and len(holders) == 2:
-                self.links += 1
-        self.raw[id(detail.obj)] = rec.pid
+            elif pid not in holders:
+                holders.add(pid)
+                if len(holders) == 2:
+                    self.links += 1
+        self.raw[id(obj)] = pid
         rec.restore_nbytes = int(detail.meta.get("nbytes", 0)) or rec.device_nbytes
 
     def drop_allocs(self, rec: Record, obj: Any = None) -> None:

@@ -159,15 +159,20 @@ class ProxifyHostFile(MutableMapping):
                 self._remove_entry(key)
             entry = Entry(key, structure, pids, sizeof(value) if not pids else leaves[0])
             self._entries[key] = entry
-            self._tiers.host_bytes += entry.leaf_nbytes
-            recency, index = self._recency, self._index
+            tiers = self._tiers
+            tiers.host_bytes += entry.leaf_nbytes
+            records = self._records
             for pid in pids:
-                rec = self._records[pid]
-                if not rec.keys:  # an external until now
-                    recency.remove(rec)
-                index.add_key(rec, key)
+                rec = records[pid]
+                keys = rec.keys
+                if not keys:  # an external until now (or new): recency.remove(rec)
+                    self._recency.device.pop(rec, None)
+                    self._recency.host.pop(rec, None)
+                    keys.add(key)
+                else:
+                    self._index.add_key(rec, key)
             del structure, value
-            self._tiers.admit([entry])
+            tiers.admit_one(entry)
             if self._inbox:
                 self._tracker.drain()
 
@@ -320,7 +325,7 @@ class ProxifyHostFile(MutableMapping):
                 except KeyError:
                     pass
             for rec in self._records.values():
-                proxy = rec.ref()
+                proxy = rec()
                 if proxy is not None:
                     detail = _get_detail(proxy)
                     detail.store_ref = None
@@ -437,7 +442,7 @@ class ProxifyHostFile(MutableMapping):
             self._index.discard_key(rec, key)
             if rec.keys:
                 continue
-            if rec.ref() is None:
+            if rec() is None:
                 self._tracker.forget(pid)
                 continue
             # Still referenced outside the store: it becomes an external of least recency.

@@ -25,7 +25,7 @@ class Recency:
         self.device: OrderedDict[Unit, None] = OrderedDict()
         self.host: dict[Unit, None] = {}
         self.pinned: set[Unit] = set()
-        self._ticks = itertools.count(1)
+        self.ticks = itertools.count(1)
 
     def clear(self) -> None:
         self.device.clear()
@@ -53,7 +53,7 @@ class Recency:
 
     def touch(self, units: list[Unit], size: Callable[[Unit], int]) -> None:
         """Mark ``units`` most recently used; within one touch the larger is older."""
-        tick = next(self._ticks)
+        tick = next(self.ticks)
         if len(units) > 1:
             units = sorted(units, key=size, reverse=True)
         device = self.device
@@ -64,7 +64,7 @@ class Recency:
 
     def touch_one(self, unit: Unit) -> None:
         """:meth:`touch` for a single unit, without building a list."""
-        unit.tick = next(self._ticks)
+        unit.tick = next(self.ticks)
         if unit in self.device:
             self.device.move_to_end(unit)
 

@@ -265,6 +265,11 @@ class ProxyObject:
         return _use(self).__cuda_array_interface__
 
 
+# ``ProxyObject(detail)`` without the ``__init__`` call, for the set hot path.
+_new_object = object.__new__
+_set_detail = ProxyObject._pxy.__set__  # type: ignore[attr-defined]
+
+
 def _unary(op: Any) -> Any:
     def method(self: ProxyObject) -> Any:
         return op(_use(self))

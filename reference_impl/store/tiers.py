@@ -61,6 +61,27 @@ class TierMover:
             self.place(u)
 
     # --- admission and eviction ----------------------------------------------
+    def admit_one(self, unit: Unit) -> None:
+        """:meth:`admit` for one unit, with the common case inlined."""
+        index = self.index
+        if index.device_bytes <= self.device_memory_limit:
+            # The hot path: one solo unit, already on device, and everything fits.
+            rec = index.solo_record(unit)
+            if rec is not None and rec.tier == "device":
+                recency = self.recency
+                recency.host.pop(unit, None)  # recency.place(unit, "device")
+                device = recency.device
+                unit.tick = next(recency.ticks)  # recency.touch_one(unit)
+                if unit in device:
+                    device.move_to_end(unit)
+                else:
+                    device[unit] = None
+                limit = self.memory_limit
+                if limit is not None and self.host_bytes > limit:
+                    self.cascade()
+                return
+        self.admit([unit])
+
     def admit(self, units: list[Unit]) -> None:
         """Place freshly stored/registered units on device (or host if too large), MRU."""
         index, recency = self.index, self.recency
@@ -147,7 +168,7 @@ class TierMover:
         index = self.index
         moves = []
         for rec in index.group_records(group):
-            proxy = rec.ref()
+            proxy = rec()
             if proxy is None or rec.tier != "device":
                 continue
             detail = _get_detail(proxy)
@@ -176,7 +197,7 @@ class TierMover:
                     written.append((u, self.disk.write(serialize.dumps(u.value))))
                     continue
                 for rec in self.index.recs_of(u):
-                    proxy = rec.ref()
+                    proxy = rec()
                     if proxy is not None and rec.tier == "host":
                         detail = _get_detail(proxy)
                         written.append((rec, self.disk.write(detail.payload), detail))
@@ -217,7 +238,7 @@ class TierMover:
         pinned = recency.pin(group)
         try:
             self.evict_device(index.device_bytes + need - self.device_memory_limit)
-            proxies = [r.ref() for r in load]
+            proxies = [r() for r in load]
             details = [_get_detail(p) for p in proxies if p is not None]
             load = [r for r, p in zip(load, proxies, strict=True) if p is not None]
             payloads = [self.payload_of(r, d) for r, d in zip(load, details, strict=True)]

@@ -18,15 +18,9 @@ from dask.sizeof import sizeof
 from .containers import is_leaf, walk
 from .dispatch import handler_for
 from .errors import StoreClosedError
-from .proxy import ProxyObject, _Detail, _get_detail
+from .proxy import ProxyObject, _Detail, _get_detail, _new_object, _set_detail
 from .tiers import TierMover
 from .units import Record
-
-
-class _ProxyRef(weakref.ref):
-    """Weak reference to a tracked proxy; its callback only queues ``pid``."""
-
-    __slots__ = ("pid",)
 
 
 class Tracker:
@@ -37,7 +31,7 @@ class Tracker:
         self.index = tiers.index
         self.device = tiers.device
         self.store_ref = store_ref
-        self.inbox: deque[_ProxyRef] = deque()
+        self.inbox: deque[Record] = deque()
         self._queue_dead = self.inbox.append  # the weakref callback: no lock, no allocation
         self._pids = itertools.count(1)
 
@@ -59,13 +53,22 @@ class Tracker:
         pid = index.raw.get(id(x))
         if pid is not None:  # the same device object again: reuse its proxy
             rec = index.records.get(pid)
-            proxy = rec.ref() if rec is not None else None
+            proxy = rec() if rec is not None else None
             if proxy is not None and _get_detail(proxy).obj is x:
                 pids.append(pid)
                 return proxy
         detail = _Detail(x, handler, device)
-        proxy = ProxyObject(detail)
-        pids.append(self.track(proxy, detail).pid)
+        proxy = _new_object(ProxyObject)  # ProxyObject(detail) without the __init__ call
+        _set_detail(proxy, detail)
+        # track(), inlined for a device object (the hot path of every set)
+        pid = next(self._pids)
+        rec = Record(proxy, self._queue_dead)
+        rec.pid = pid
+        detail.pid = pid
+        detail.store_ref = self.store_ref
+        index.records[pid] = rec
+        index.add_allocs(rec, detail, device)
+        pids.append(pid)
         return proxy
 
     def adopt(self, proxy: ProxyObject, pids: list[int]) -> ProxyObject:
@@ -94,9 +97,8 @@ class Tracker:
 
     def track(self, proxy: ProxyObject, detail: _Detail) -> Record:
         pid = next(self._pids)
-        ref = _ProxyRef(proxy, self._queue_dead)
-        ref.pid = pid
-        rec = Record(pid, ref)
+        rec = Record(proxy, self._queue_dead)
+        rec.pid = pid
         detail.pid = pid
         detail.store_ref = self.store_ref
         self.index.records[pid] = rec

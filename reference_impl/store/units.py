@@ -9,26 +9,32 @@ key is always in exactly one tier and spilling really frees the memory.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
 
-class Record:
-    """One proxy the store tracks, held only through a weak reference.
+class Record(weakref.ref):
+    """One proxy the store tracks; the record is itself the weak reference to it.
 
-    Sizes are copied here so the store can forget a dead proxy without
-    touching it.
+    ``rec()`` is the proxy, or None once it died; the weak reference's callback
+    (set by the tracker) only queues the record. Sizes are copied here so the
+    store can forget a dead proxy without touching it. Records hash and compare
+    by identity, never through the proxy (hashing a proxy would unspill it).
     """
 
     __slots__ = (
-        "pid", "ref", "keys", "tier", "allocs", "host_nbytes", "disk_nbytes",
+        "pid", "keys", "tier", "allocs", "host_nbytes", "disk_nbytes",
         "restore_nbytes", "tick", "__weakref__",
     )  # fmt: skip
 
-    def __init__(self, pid: int, ref: weakref.ref) -> None:
-        self.pid = pid
-        self.ref = ref
+    __hash__ = object.__hash__
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+
+    def __init__(self, proxy: Any, callback: Callable[[Record], Any] | None = None) -> None:
+        # weakref.ref.__new__ takes (proxy, callback) and did the referencing.
+        self.pid = 0
         self.keys: set[Hashable] = set()
         self.tier = "device"
         self.allocs: dict[int, int] = {}
