@@ -136,9 +136,19 @@ MAX_FUSED = 4  # columns of one width scattered per pass (one read of the ids se
 @njit(nogil=True, cache=True)
 def _scatter_direct(ids, cur, lo, hi, ncols, s0, d0, s1, d1, s2, d2, s3, d3):
     # ``ncols`` is loop-invariant, so the branches are unswitched out of the loop.
+    # The cursor of the current run of equal ids stays in a register: skewed
+    # keys (long runs into one partition) then skip the store-to-load chain
+    # through ``cur``.
+    if lo >= hi:
+        return
+    run = ids[lo]
+    j = cur[run]
     for i in range(lo, hi):
         p = ids[i]
-        j = cur[p]
+        if p != run:
+            cur[run] = j
+            run = p
+            j = cur[p]
         d0[j] = s0[i]
         if ncols > 1:
             d1[j] = s1[i]
@@ -146,7 +156,8 @@ def _scatter_direct(ids, cur, lo, hi, ncols, s0, d0, s1, d1, s2, d2, s3, d3):
             d2[j] = s2[i]
         if ncols > 3:
             d3[j] = s3[i]
-        cur[p] = j + 1
+        j += 1
+    cur[run] = j
 
 
 @njit(parallel=True, nogil=True, cache=True)
