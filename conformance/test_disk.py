@@ -213,15 +213,15 @@ def short_transfers(cap=SHORT_CAP):
         m = memoryview(data).cast("B")
         return count("pwrite", m.nbytes, real["pwrite"](fd, m[:cap], offset))
 
-    def writev(fd, buffers, *rest):
-        bufs = list(buffers)
-        asked = sum(memoryview(b).nbytes for b in bufs)
-        return count("writev", asked, real["writev"](fd, _cap_buffers(bufs, cap)))
+    def vectored(name):
+        """writev/readv and their positional twins: cap the buffer list, count the cut."""
 
-    def pwritev(fd, buffers, offset, *rest):
-        bufs = list(buffers)
-        asked = sum(memoryview(b).nbytes for b in bufs)
-        return count("pwritev", asked, real["pwritev"](fd, _cap_buffers(bufs, cap), offset, *rest))
+        def call(fd, buffers, *rest):
+            bufs = list(buffers)
+            asked = sum(memoryview(b).nbytes for b in bufs)
+            return count(name, asked, real[name](fd, _cap_buffers(bufs, cap), *rest))
+
+        return call
 
     def read(fd, n):
         return real["read"](fd, min(n, cap))
@@ -229,19 +229,9 @@ def short_transfers(cap=SHORT_CAP):
     def pread(fd, n, offset):
         return real["pread"](fd, min(n, cap), offset)
 
-    def readv(fd, buffers):
-        bufs = list(buffers)
-        asked = sum(memoryview(b).nbytes for b in bufs)
-        return count("readv", asked, real["readv"](fd, _cap_buffers(bufs, cap)))
-
-    def preadv(fd, buffers, offset, *rest):
-        bufs = list(buffers)
-        asked = sum(memoryview(b).nbytes for b in bufs)
-        return count("preadv", asked, real["preadv"](fd, _cap_buffers(bufs, cap), offset, *rest))
-
     patches = {
-        "write": write, "writev": writev, "pwrite": pwrite, "pwritev": pwritev,
-        "read": read, "readv": readv, "pread": pread, "preadv": preadv,
+        "write": write, "pwrite": pwrite, "read": read, "pread": pread,
+        **{name: vectored(name) for name in ("writev", "pwritev", "readv", "preadv")},
     }  # fmt: skip
     try:
         for name in real:
