@@ -7,15 +7,38 @@ The adapter protocol is in :mod:`conformance.api`.
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import pytest
 
 SUITE_VERSION = "0.1.0"
 SPEC_VERSION = "2026.1"
 
 
-def conformance_id(cid: str):
-    """Give a test its stable conformance ID (``AREA-TOPIC-NNN``), independent of its name."""
-    return pytest.mark.conformance_id(cid)
+def conformance_id(cid: str, clause: str | tuple[str, ...] | list[str] = ()):
+    """Give a test its stable conformance ID (``AREA-TOPIC-NNN``), independent of its name.
+
+    ``clause`` names the clause(s) of ``conformance/SPEC.md`` the test checks
+    (``"3.2"`` or ``("3.2", "4.1")``); the report links each row to them.
+    """
+    clauses = (clause,) if isinstance(clause, str) else tuple(clause)
+    return pytest.mark.conformance_id(cid, clause=clauses)
+
+
+class NotExercised(pytest.skip.Exception):
+    """Raised when the fault a test injects never fired: the row reads ``not exercised``.
+
+    A skip subclass so pytest stops the test without failing it; the plugin tells
+    it apart from a skip by the ``NOT_EXERCISED_PREFIX`` on its message.
+    """
+
+
+NOT_EXERCISED_PREFIX = "not exercised:"
+
+
+def not_exercised(reason: str) -> NoReturn:
+    """Stop the test: the fault it injects never fired, so it proved nothing."""
+    raise NotExercised(f"{NOT_EXERCISED_PREFIX} {reason}", allow_module_level=False)
 
 
 def requires(*capabilities: str, without: str | None = None):
@@ -29,4 +52,12 @@ def requires(*capabilities: str, without: str | None = None):
     return pytest.mark.requires(*capabilities)
 
 
-__all__ = ["SPEC_VERSION", "SUITE_VERSION", "conformance_id", "requires"]
+__all__ = [
+    "NOT_EXERCISED_PREFIX",
+    "SPEC_VERSION",
+    "SUITE_VERSION",
+    "NotExercised",
+    "conformance_id",
+    "not_exercised",
+    "requires",
+]

@@ -6,7 +6,7 @@ from conformance import conformance_id, requires
 from conformance.harness import LIMIT, digest, host_bytes, seed_digest, value_digest
 
 
-@conformance_id("STORE-ACCT-001")
+@conformance_id("STORE-ACCT-001", clause=("3.1", "3.6"))
 @requires("store")
 def test_device_bytes_match_ledger(harness):
     h, s = harness, harness.store
@@ -17,7 +17,7 @@ def test_device_bytes_match_ledger(harness):
         h.check(keys)
 
 
-@conformance_id("STORE-ACCT-002")
+@conformance_id("STORE-ACCT-002", clause="3.3")
 @requires("store")
 def test_delete_returns_every_byte(harness):
     h, s = harness, harness.store
@@ -31,7 +31,7 @@ def test_delete_returns_every_byte(harness):
     assert h.ledger() == 0
 
 
-@conformance_id("STORE-ACCT-003")
+@conformance_id("STORE-ACCT-003", clause="3.4")
 @requires("store", "store.spill.host")
 def test_host_bytes_reported(harness):
     """Host-tier keys are counted in host_bytes: at least their payload, at most modest overhead."""
@@ -49,7 +49,7 @@ def test_host_bytes_reported(harness):
     )
 
 
-@conformance_id("STORE-ALIAS-001")
+@conformance_id("STORE-ALIAS-001", clause="3.2")
 @requires("store", "store.alias.dedup")
 def test_aliases_counted_once(harness):
     h, s = harness, harness.store
@@ -64,7 +64,7 @@ def test_aliases_counted_once(harness):
     h.check({"base", "view", "again"})
 
 
-@conformance_id("STORE-ALIAS-002")
+@conformance_id("STORE-ALIAS-002", clause=("2.6", "3.2"))
 @requires("store", "store.alias.dedup")
 def test_aliases_spill_and_come_back_consistently(harness):
     h, s = harness, harness.store

@@ -55,7 +55,7 @@ def _run_threads(targets, deadline=DEADLINE_S):
         raise errors[0]
 
 
-@conformance_id("STORE-THREAD-001")
+@conformance_id("STORE-THREAD-001", clause="12.1")
 @requires("store", "store.threadsafe")
 def test_hammer_distinct_keys(harness, conformance_profile):
     h, s = harness, harness.store
@@ -93,7 +93,7 @@ def test_hammer_distinct_keys(harness, conformance_profile):
     h.check(keys)
 
 
-@conformance_id("STORE-THREAD-002")
+@conformance_id("STORE-THREAD-002", clause="12.1")
 @requires("store", "store.threadsafe")
 def test_hammer_shared_keys(harness, conformance_profile):
     h, s = harness, harness.store
@@ -168,7 +168,7 @@ def _gated_device_class(entered, release):
     return GatedDevice
 
 
-@conformance_id("STORE-THREAD-003")
+@conformance_id("STORE-THREAD-003", clause="12.2")
 @requires("store", "store.threadsafe")
 def test_each_store_has_its_own_lock(impl, make_store, device_kind):
     """While one store is stuck inside a device call, another store still makes progress."""
@@ -220,7 +220,7 @@ def test_each_store_has_its_own_lock(impl, make_store, device_kind):
     b.check({f"b{i}" for i in range(6)})
 
 
-@conformance_id("STORE-THREAD-004")
+@conformance_id("STORE-THREAD-004", clause="12.3")
 @requires("store", "store.threadsafe")
 def test_delete_racing_a_spill_stays_consistent(make_store, device_kind):
     """Deterministic race: thread 1 is stopped inside the spill of k0 (in a device call);
@@ -281,7 +281,7 @@ def _n_externals(profile: str) -> int:
     return {"ci": 150, "nightly": 600, "stress": 3000}[profile]
 
 
-@conformance_id("STORE-THREAD-005")
+@conformance_id("STORE-THREAD-005", clause=("12.4", "7.5"))
 @requires("store", "store.external", "store.threadsafe")
 def test_finalizers_on_other_threads_do_not_deadlock(harness, conformance_profile):
     """Externals registered on one thread die on others (plain drops, and reference cycles

@@ -41,7 +41,7 @@ def fill(h, count=8, n=LIMIT // 3):
     return keys
 
 
-@conformance_id("STORE-DISK-001")
+@conformance_id("STORE-DISK-001", clause="9.1")
 @requires("store", "store.spill.disk")
 def test_disk_round_trip(impl, make_store):
     h = cleanup_store(impl, make_store)
@@ -51,7 +51,7 @@ def test_disk_round_trip(impl, make_store):
         h.check(keys)
 
 
-@conformance_id("STORE-DISK-002")
+@conformance_id("STORE-DISK-002", clause="9.4")
 @requires("store", "store.spill.disk")
 def test_files_removed_on_delete(impl, make_store):
     h = cleanup_store(impl, make_store)
@@ -64,7 +64,7 @@ def test_files_removed_on_delete(impl, make_store):
     )
 
 
-@conformance_id("STORE-DISK-003")
+@conformance_id("STORE-DISK-003", clause=("9.5", "11.3", "11.5"))
 @requires("store", "store.spill.disk")
 def test_files_removed_on_close(impl, make_store):
     h = cleanup_store(impl, make_store)
@@ -72,7 +72,7 @@ def test_files_removed_on_close(impl, make_store):
     h.close()  # checks: ledger at baseline, spill_dir empty
 
 
-@conformance_id("STORE-DISK-004")
+@conformance_id("STORE-DISK-004", clause="9.5")
 @requires("store", "store.spill.disk")
 def test_files_removed_on_garbage_collection(impl, make_store):
     h = cleanup_store(impl, make_store)
@@ -85,7 +85,7 @@ def test_files_removed_on_garbage_collection(impl, make_store):
     assert h.ledger() == 0
 
 
-@conformance_id("STORE-DISK-005")
+@conformance_id("STORE-DISK-005", clause="9.3")
 @requires("store", "store.spill.disk")
 def test_spill_files_are_private(impl, make_store):
     h = cleanup_store(impl, make_store)
@@ -107,7 +107,7 @@ def test_spill_files_are_private(impl, make_store):
     )
 
 
-@conformance_id("STORE-DISK-007")
+@conformance_id("STORE-DISK-007", clause="3.5")
 @requires("store", "store.spill.disk")
 def test_disk_bytes_equal_file_sizes(impl, make_store):
     """disk_bytes == the sizes of the files under spill_dir, after every kind of call."""
@@ -129,7 +129,7 @@ def test_disk_bytes_equal_file_sizes(impl, make_store):
     assert snap.disk_bytes == 0, f"disk_bytes={snap.disk_bytes:,} with no key left"
 
 
-@conformance_id("STORE-DISK-008")
+@conformance_id("STORE-DISK-008", clause="9.4")
 @requires("store", "store.spill.disk")
 def test_files_removed_on_overwrite(impl, make_store):
     """Overwriting a disk-resident key with a small value leaves no file of the old one."""
@@ -148,7 +148,7 @@ def test_files_removed_on_overwrite(impl, make_store):
 WIDE_FRAMES = 1100  # > IOV_MAX (1024): one writev/readv cannot take them all
 
 
-@conformance_id("STORE-DISK-009")
+@conformance_id("STORE-DISK-009", clause="9.8")
 @requires("store", "store.spill.disk")
 def test_many_frames_round_trip_through_disk(impl, make_store):
     """One key whose value is WIDE_FRAMES small device arrays goes to disk and comes back."""
@@ -242,7 +242,7 @@ def short_transfers(cap=SHORT_CAP):
             setattr(os, name, fn)
 
 
-@conformance_id("STORE-DISK-010")
+@conformance_id("STORE-DISK-010", clause="9.7")
 @requires("store", "store.spill.disk")
 def test_short_writes_and_reads(impl, make_store):
     """The OS may transfer fewer bytes than asked (beyond 2 GiB it always does): values that
@@ -273,7 +273,7 @@ BIG_FRAME = (2 << 30) + 4096 + 123  # one frame over MAX_RW_COUNT (2 GiB - 4 KiB
 
 
 @pytest.mark.slow
-@conformance_id("STORE-DISK-011")
+@conformance_id("STORE-DISK-011", clause="9.9")
 @requires("store", "store.spill.disk")
 def test_frame_over_2gib_round_trips(impl, make_store):
     """A real > 2 GiB frame through the disk tier (slow: -m slow or the stress profile)."""
@@ -330,7 +330,7 @@ _DISK_FULL_CHILD = textwrap.dedent(
 )
 
 
-@conformance_id("STORE-DISK-006")
+@conformance_id("STORE-DISK-006", clause="9.6")
 @requires("store", "store.spill.disk", "store.faults.disk")
 def test_full_disk_loses_nothing(impl, device_kind, tmp_path):
     """A real OS limit (RLIMIT_FSIZE, SIGXFSZ ignored) makes every spill write fail."""

@@ -8,7 +8,7 @@ from conformance import conformance_id, requires
 from conformance.harness import LIMIT, seed_digest, value_digest
 
 
-@conformance_id("STORE-EXT-001")
+@conformance_id("STORE-EXT-001", clause="7.1")
 @requires("store", "store.external")
 def test_external_counts_toward_device_bytes(harness):
     h = harness
@@ -20,7 +20,7 @@ def test_external_counts_toward_device_bytes(harness):
     del p
 
 
-@conformance_id("STORE-EXT-002")
+@conformance_id("STORE-EXT-002", clause="7.3")
 @requires("store", "store.external")
 def test_external_forgotten_when_dropped(harness):
     h = harness
@@ -35,7 +35,7 @@ def test_external_forgotten_when_dropped(harness):
     assert snap.host_bytes == 0 and snap.disk_bytes == 0, snap
 
 
-@conformance_id("STORE-EXT-003")
+@conformance_id("STORE-EXT-003", clause="7.2")
 @requires("store", "store.external", "store.spill.host")
 def test_externals_spill_and_stay_correct(harness):
     h = harness
@@ -54,7 +54,7 @@ def test_externals_spill_and_stay_correct(harness):
     h.check(keys)
 
 
-@conformance_id("STORE-EXT-004")
+@conformance_id("STORE-EXT-004", clause="7.4")
 @requires("store", "store.external")
 def test_stored_and_external_counted_once(harness):
     h = harness

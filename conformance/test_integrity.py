@@ -52,7 +52,7 @@ def _check_damage(h, keys, errors):
     h.check(keys)
 
 
-@conformance_id("STORE-INTEG-001")
+@conformance_id("STORE-INTEG-001", clause=("10.1", "10.6"))
 @requires("store", "store.spill.disk", "store.integrity")
 def test_flipped_byte_detected(impl, make_store):
     h, keys, on_disk, files = _disk_keys(impl, make_store)
@@ -65,7 +65,7 @@ def test_flipped_byte_detected(impl, make_store):
     _check_damage(h, keys, _read_all(h, keys))
 
 
-@conformance_id("STORE-INTEG-002")
+@conformance_id("STORE-INTEG-002", clause=("10.2", "10.6"))
 @requires("store", "store.spill.disk", "store.integrity")
 def test_truncated_file_detected(impl, make_store):
     h, keys, on_disk, files = _disk_keys(impl, make_store)
@@ -83,7 +83,7 @@ class _Tripwire:
         return (open, (self.path, "w"))
 
 
-@conformance_id("STORE-INTEG-003")
+@conformance_id("STORE-INTEG-003", clause="10.5")
 @requires("store", "store.spill.disk", "store.integrity")
 def test_check_runs_before_deserializing(impl, make_store, tmp_path):
     h, keys, on_disk, files = _disk_keys(impl, make_store)

@@ -9,7 +9,7 @@ from conformance.api import evict
 from conformance.harness import LIMIT, seed_digest, value_digest
 
 
-@conformance_id("STORE-LIMIT-001")
+@conformance_id("STORE-LIMIT-001", clause=("4.1", "2.1"))
 @requires("store")
 def test_device_bytes_never_exceed_limit(harness):
     h, s = harness, harness.store
@@ -24,7 +24,7 @@ def test_device_bytes_never_exceed_limit(harness):
         h.check(keys)
 
 
-@conformance_id("STORE-LIMIT-002")
+@conformance_id("STORE-LIMIT-002", clause="4.3")
 @requires("store")
 def test_object_larger_than_limit_skips_device(harness):
     h, s = harness, harness.store
@@ -38,7 +38,7 @@ def test_object_larger_than_limit_skips_device(harness):
     assert value_digest(h.device, s["big"]) == seed_digest(2, LIMIT + 1)
 
 
-@conformance_id("STORE-LIMIT-003")
+@conformance_id("STORE-LIMIT-003", clause=("5.1", "5.4"))
 @requires("store", "store.lru.strict")
 def test_least_recently_used_is_evicted_first(harness):
     h, s = harness, harness.store
@@ -55,7 +55,7 @@ def test_least_recently_used_is_evicted_first(harness):
     assert snap.tiers["d"] == "device"
 
 
-@conformance_id("STORE-LIMIT-004")
+@conformance_id("STORE-LIMIT-004", clause=("5.3", "5.5"))
 @requires("store", "store.lru.strict")
 def test_inspect_reports_recency_without_touching_it(harness):
     h, s = harness, harness.store
@@ -69,7 +69,7 @@ def test_inspect_reports_recency_without_touching_it(harness):
     assert list(h.snapshot().lru) == ["d", "b", "a", "c"], "inspect() must not change recency"
 
 
-@conformance_id("STORE-LIMIT-005")
+@conformance_id("STORE-LIMIT-005", clause="4.4")
 @requires("store", "store.limit.host", "store.spill.disk")
 def test_host_limit_cascades_to_disk(make_store):
     h = make_store(host_limit=LIMIT)
@@ -88,7 +88,7 @@ def test_host_limit_cascades_to_disk(make_store):
         h.check(keys)
 
 
-@conformance_id("STORE-LIMIT-006")
+@conformance_id("STORE-LIMIT-006", clause="4.6")
 @requires("store")
 def test_bad_limits_rejected(impl, make_store):
     from dataclasses import replace
@@ -100,7 +100,7 @@ def test_bad_limits_rejected(impl, make_store):
             impl.adapter.create_store(env)
 
 
-@conformance_id("STORE-EVICT-001")
+@conformance_id("STORE-EVICT-001", clause="4.7")
 @requires("store", "store.evict.manual")
 def test_manual_evict_frees_lru_first(harness):
     h, s = harness, harness.store
@@ -119,7 +119,7 @@ def test_manual_evict_frees_lru_first(harness):
     assert value_digest(h.device, s["b"]) == seed_digest(ord("b"), third)
 
 
-@conformance_id("STORE-EVICT-002")
+@conformance_id("STORE-EVICT-002", clause="4.8")
 @requires("store", without="store.evict.manual")
 def test_no_manual_evict_means_not_implemented(harness):
     h = harness

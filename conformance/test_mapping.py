@@ -9,7 +9,7 @@ from conformance import conformance_id, requires
 from conformance.harness import LIMIT, seed_digest, value_digest
 
 
-@conformance_id("STORE-MAP-001")
+@conformance_id("STORE-MAP-001", clause=("1.1", "1.2", "3.3"))
 @requires("store")
 def test_set_get_contains_len_delete(harness):
     h, s = harness, harness.store
@@ -30,7 +30,7 @@ def test_set_get_contains_len_delete(harness):
     h.check({"a", "c"})
 
 
-@conformance_id("STORE-MAP-002")
+@conformance_id("STORE-MAP-002", clause=("1.3", "3.3"))
 @requires("store")
 def test_overwrite_replaces_and_frees(harness):
     h, s = harness, harness.store
@@ -45,7 +45,7 @@ def test_overwrite_replaces_and_frees(harness):
     assert h.ledger() == 0, "overwritten/deleted values still hold device memory"
 
 
-@conformance_id("STORE-MAP-003")
+@conformance_id("STORE-MAP-003", clause=("1.4", "1.5", "1.6", "1.8", "1.9"))
 @requires("store")
 def test_mutable_mapping_api(harness):
     h, s = harness, harness.store
@@ -66,7 +66,7 @@ def test_mutable_mapping_api(harness):
     h.check(set())
 
 
-@conformance_id("STORE-MAP-004")
+@conformance_id("STORE-MAP-004", clause="1.11")
 @requires("store")
 def test_dask_style_keys(harness):
     """dask keys are str or tuples like ('x', 0); ints and bytes appear too."""
@@ -80,7 +80,7 @@ def test_dask_style_keys(harness):
     h.check(keys)
 
 
-@conformance_id("STORE-MAP-005")
+@conformance_id("STORE-MAP-005", clause=("1.14", "1.15"))
 @requires("store")
 def test_unhashable_keys_rejected_cleanly(harness):
     h, s = harness, harness.store
@@ -94,7 +94,7 @@ def test_unhashable_keys_rejected_cleanly(harness):
     assert value_digest(h.device, s["ok"]) == seed_digest(3, 128)
 
 
-@conformance_id("STORE-MAP-006")
+@conformance_id("STORE-MAP-006", clause="2.4")
 @requires("store")
 def test_nested_values_round_trip(harness):
     h, s = harness, harness.store
@@ -115,7 +115,7 @@ def test_nested_values_round_trip(harness):
     h.check({"nested"})
 
 
-@conformance_id("STORE-MAP-007")
+@conformance_id("STORE-MAP-007", clause=("2.5", "3.7"))
 @requires("store")
 def test_host_objects_stay_as_they_are(harness):
     h, s = harness, harness.store
@@ -131,7 +131,7 @@ def test_host_objects_stay_as_they_are(harness):
     assert snap.device_bytes == 0, "host objects must not be counted as device bytes"
 
 
-@conformance_id("STORE-MAP-008")
+@conformance_id("STORE-MAP-008", clause="11.1")
 @requires("store")
 def test_stores_are_isolated(make_store):
     """Two stores (own spill_dir each) share no state: no class-level singletons."""

@@ -8,7 +8,7 @@ from conformance import conformance_id, requires
 from conformance.harness import LIMIT, seed_digest, value_digest
 
 
-@conformance_id("STORE-OOM-001")
+@conformance_id("STORE-OOM-001", clause="8.1")
 @requires("store", "store.oom.on_demand")
 def test_outside_allocation_makes_store_spill(make_store):
     h = make_store(capacity=LIMIT + LIMIT // 2)
@@ -27,7 +27,7 @@ def test_outside_allocation_makes_store_spill(make_store):
     h.check(keys)
 
 
-@conformance_id("STORE-OOM-002")
+@conformance_id("STORE-OOM-002", clause="8.3")
 @requires("store", "store.oom.on_demand")
 def test_oom_when_spilling_cannot_help(make_store):
     """The handlers spill everything, the allocation still fails: a clear MemoryError, nothing lost."""
@@ -45,7 +45,7 @@ def test_oom_when_spilling_cannot_help(make_store):
     h.check(keys)
 
 
-@conformance_id("STORE-OOM-003")
+@conformance_id("STORE-OOM-003", clause="8.4")
 @requires("store", "store.oom.on_demand", "store.limit.host", "store.spill.disk")
 def test_spill_on_demand_keeps_host_limit(make_store):
     """The OOM path cascades like every other spill: right after an outside allocation made
@@ -101,7 +101,7 @@ def _recording_device(capacity):
     return RecordingDevice(capacity)
 
 
-@conformance_id("STORE-OOM-004")
+@conformance_id("STORE-OOM-004", clause="11.4")
 @requires("store", "store.oom.on_demand")
 def test_closed_store_leaves_no_oom_handler(make_store, device_kind):
     """After close_store the store's OOM handler is gone from the device: an allocation that

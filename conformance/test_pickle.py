@@ -8,7 +8,7 @@ from conformance import conformance_id, requires
 from conformance.harness import LIMIT, seed_digest, value_digest
 
 
-@conformance_id("STORE-PICKLE-001")
+@conformance_id("STORE-PICKLE-001", clause="13.2")
 @requires("store", "store.pickle")
 def test_values_pickle_round_trip(harness):
     h, s = harness, harness.store
@@ -21,7 +21,7 @@ def test_values_pickle_round_trip(harness):
     h.check({"a"})
 
 
-@conformance_id("STORE-PICKLE-002")
+@conformance_id("STORE-PICKLE-002", clause="13.2")
 @requires("store", "store.pickle")
 def test_spilled_and_nested_values_pickle(harness):
     h, s = harness, harness.store

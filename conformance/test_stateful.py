@@ -10,7 +10,7 @@ from conformance.harness import LeakGuard
 from conformance.machines import make_store_machine
 
 
-@conformance_id("STORE-STATE-001")
+@conformance_id("STORE-STATE-001", clause=("1.1", "1.2", "1.3", "3.1", "3.6", "4.1", "5.5", "7.3"))
 @requires("store")
 def test_store_state_machine(impl, device_kind, tmp_path, hyp_settings):
     guard = LeakGuard()

@@ -16,7 +16,7 @@ def _spill_first(h, n=LIMIT // 3, count=5):
     return {f"k{i}" for i in range(count)}
 
 
-@conformance_id("STORE-UNSPILL-001")
+@conformance_id("STORE-UNSPILL-001", clause="6.1")
 @requires("store", "store.unspill.on_access")
 def test_access_brings_value_back(harness):
     h = harness
@@ -27,7 +27,7 @@ def test_access_brings_value_back(harness):
     assert snap.tiers["k0"] == "device", f"k0 was accessed, tiers: {dict(snap.tiers)}"
 
 
-@conformance_id("STORE-UNSPILL-002")
+@conformance_id("STORE-UNSPILL-002", clause="6.2")
 @requires("store", "store.unspill.on_access")
 def test_unspill_makes_room_before_copying(harness):
     """Peak device bytes <= limit + the object brought back (measured by the device)."""
@@ -54,7 +54,7 @@ def test_unspill_makes_room_before_copying(harness):
     h.check(keys)
 
 
-@conformance_id("STORE-UNSPILL-003")
+@conformance_id("STORE-UNSPILL-003", clause=("6.1", "4.1"))
 @requires("store", "store.unspill.on_access")
 def test_unspill_keeps_limit_and_ledger(harness):
     h = harness
@@ -65,7 +65,7 @@ def test_unspill_keeps_limit_and_ledger(harness):
         assert snap.tiers[f"k{i}"] == "device"
 
 
-@conformance_id("STORE-UNSPILL-004")
+@conformance_id("STORE-UNSPILL-004", clause="6.3")
 @requires("store", "store.unspill.on_access")
 def test_unspilled_value_is_a_device_array(harness):
     """A value comes back as a device array of the same device (not silently as host memory)."""
