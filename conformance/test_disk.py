@@ -14,7 +14,7 @@ import textwrap
 
 import pytest
 
-from conformance import conformance_id, requires
+from conformance import conformance_id, not_exercised, requires
 from conformance.harness import LIMIT, files_under, seed_digest, value_digest
 
 
@@ -224,9 +224,11 @@ def short_transfers(cap=SHORT_CAP):
         return call
 
     def read(fd, n):
+        cut["read"] += n > cap
         return real["read"](fd, min(n, cap))
 
     def pread(fd, n, offset):
+        cut["pread"] += n > cap
         return real["pread"](fd, min(n, cap), offset)
 
     patches = {
@@ -252,7 +254,7 @@ def test_short_writes_and_reads(impl, make_store):
         kw["host_limit"] = LIMIT // 4
     h = make_store(**kw)
     sizes = {"big": 100_000 + 157, "big2": 100_000 + 3}  # > device limit: straight out
-    with short_transfers():
+    with short_transfers() as cut:
         for i, (k, n) in enumerate(sizes.items()):
             h.store[k] = h.value(n, seed=40 + i)
         snap = h.check(set(sizes), oversize=sizes)
@@ -267,6 +269,11 @@ def test_short_writes_and_reads(impl, make_store):
             )
             del got
     h.check(set(sizes), oversize=sizes)
+    if not any(cut.values()):
+        not_exercised(
+            "no os-level read or write was cut short: the store never called the patched "
+            f"os functions ({', '.join(sorted(cut))}) with more than {SHORT_CAP:,} bytes"
+        )
 
 
 BIG_FRAME = (2 << 30) + 4096 + 123  # one frame over MAX_RW_COUNT (2 GiB - 4 KiB)
@@ -301,7 +308,8 @@ _DISK_FULL_CHILD = textwrap.dedent(
     adapter = resolve(spec)
     caps = adapter.capabilities
     h = StoreHarness(adapter, kind, root, host_limit=LIMIT // 4 if "store.limit.host" in caps else None)
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    fired = []
+    signal.signal(signal.SIGXFSZ, lambda *a: fired.append(1))  # caught: the write fails (EFBIG)
     resource.setrlimit(resource.RLIMIT_FSIZE, (2048, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
     out = {"put_errors": [], "lost": [], "corrupt": [], "invariant": None}
     stored = {}
@@ -325,6 +333,7 @@ _DISK_FULL_CHILD = textwrap.dedent(
         except Exception as exc:
             out["lost"].append(f"{k}: {type(exc).__name__}: {exc}")
     out["stored"] = sorted(stored)
+    out["fsize_signals"] = len(fired)
     print("RESULT" + json.dumps(out))
     """
 )
@@ -333,7 +342,7 @@ _DISK_FULL_CHILD = textwrap.dedent(
 @conformance_id("STORE-DISK-006", clause="9.6")
 @requires("store", "store.spill.disk", "store.faults.disk")
 def test_full_disk_loses_nothing(impl, device_kind, tmp_path):
-    """A real OS limit (RLIMIT_FSIZE, SIGXFSZ ignored) makes every spill write fail."""
+    """A real OS limit (RLIMIT_FSIZE, SIGXFSZ caught and counted) makes every spill write fail."""
     env = dict(
         os.environ,
         PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
@@ -357,3 +366,5 @@ def test_full_disk_loses_nothing(impl, device_kind, tmp_path):
     assert not missing, (
         f"puts failed and the values are gone (the value must stay in memory): {out['put_errors']}"
     )
+    if not out["fsize_signals"]:
+        not_exercised("no write reached the file-size limit: the store never wrote a spill file")
