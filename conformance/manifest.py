@@ -1,11 +1,15 @@
 """Expected-failure manifests: one TOML file per implementation, keyed by conformance ID.
 
     [STORE-MAP-004]
-    mode = "xfail"          # or "xfail-norun" or "skip"
+    mode = "xfail"          # or "xfail-norun", "skip", "flaky"
     reason = "zict.File only accepts str keys"
     link = "docs/findings/zict.md#store-map-004"
 
-An optional top-level ``impl = "name"`` says which implementation the file is for.
+``xfail`` is strict: a pass fails the run. ``flaky`` (for races that really are
+intermittent) runs the test ``runs`` times (default 3) in one item, never fails
+the run and records how often it failed. A link into ``docs/findings/*.md`` must
+name a heading of that file (GitHub-style anchor). An optional top-level
+``impl = "name"`` says which implementation the file is for.
 """
 
 from __future__ import annotations
@@ -15,9 +19,12 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-MODES = ("xfail", "xfail-norun", "skip")
+MODES = ("xfail", "xfail-norun", "skip", "flaky")
+DEFAULT_FLAKY_RUNS = 3
 ID_RE = re.compile(r"^[A-Z][A-Z0-9]*(-[A-Z0-9]+)*-\d{3}$")
 EXPECTED_DIR = Path(__file__).parent / "expected"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+FINDINGS_LINK_RE = re.compile(r"^(docs/findings/[^#]+\.md)(?:#(.*))?$")
 
 
 class ManifestError(Exception):
@@ -31,9 +38,53 @@ class Entry:
     reason: str
     link: str
     source: str
+    runs: int = 1
+
+
+def github_slug(heading: str) -> str:
+    """The anchor GitHub gives a Markdown heading (lower case, punctuation dropped, ' ' -> '-')."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading.strip())  # [text](url) -> text
+    text = re.sub(r"<[^>]+>", "", text)  # inline HTML
+    return re.sub(r"[^\w\- ]", "", text.lower()).replace(" ", "-")
+
+
+def markdown_anchors(text: str) -> set[str]:
+    """Every anchor a Markdown file offers: heading slugs (with GitHub's -1, -2 suffixes for
+    repeats) and explicit ``<a id=...>``/``<a name=...>`` targets."""
+    anchors: set[str] = set()
+    counts: dict[str, int] = {}
+    in_fence = False
+    for line in text.splitlines():
+        if line.lstrip().startswith(("```", "~~~")):
+            in_fence = not in_fence
+            continue
+        m = re.match(r"^ {0,3}#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if m and not in_fence:
+            slug = github_slug(m.group(1))
+            n = counts.get(slug, 0)
+            counts[slug] = n + 1
+            anchors.add(slug if n == 0 else f"{slug}-{n}")
+    anchors.update(re.findall(r"<a\s+(?:id|name)=[\"']([^\"']+)[\"']", text))
+    return anchors
+
+
+def check_link(link: str, root: Path = REPO_ROOT) -> str | None:
+    """Why a ``docs/findings/<file>.md#anchor`` link does not resolve, or None when it does
+    (or is not such a link, or the findings are not shipped with this copy of the suite)."""
+    m = FINDINGS_LINK_RE.match(link.strip())
+    if m is None or not (root / "docs" / "findings").is_dir():
+        return None
+    path = root / m.group(1)
+    if not path.is_file():
+        return f"link {link!r}: no such file {m.group(1)}"
+    anchor = m.group(2)
+    if anchor and anchor not in markdown_anchors(path.read_text(encoding="utf-8")):
+        return f"link {link!r}: no heading in {m.group(1)} has the anchor #{anchor}"
+    return None
 
 
 def load(path: str | Path) -> tuple[str | None, dict[str, Entry]]:
+    """Parse and validate one manifest; every problem is collected into one ManifestError."""
     path = Path(path)
     try:
         data = tomllib.loads(path.read_text())
@@ -45,7 +96,7 @@ def load(path: str | Path) -> tuple[str | None, dict[str, Entry]]:
     if impl is not None and not isinstance(impl, str):
         raise ManifestError(f"manifest {path}: 'impl' must be a string")
     entries: dict[str, Entry] = {}
-    problems = []
+    problems: list[str] = []
     for cid, body in data.items():
         where = f"manifest {path}: [{cid}]"
         if not ID_RE.match(cid):
@@ -54,17 +105,27 @@ def load(path: str | Path) -> tuple[str | None, dict[str, Entry]]:
         if not isinstance(body, dict):
             problems.append(f"{where}: must be a table")
             continue
-        unknown = set(body) - {"mode", "reason", "link"}
+        before = len(problems)
+        unknown = set(body) - {"mode", "reason", "link", "runs"}
         if unknown:
             problems.append(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
         mode = body.get("mode")
         if mode not in MODES:
             problems.append(f"{where}: mode must be one of {', '.join(MODES)}, got {mode!r}")
+        runs = body.get("runs", DEFAULT_FLAKY_RUNS if mode == "flaky" else 1)
+        if "runs" in body and mode != "flaky":
+            problems.append(f"{where}: 'runs' applies only to mode = \"flaky\"")
+        elif isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+            problems.append(f"{where}: 'runs' must be a positive integer, got {runs!r}")
         for key in ("reason", "link"):
             if not isinstance(body.get(key), str) or not body.get(key).strip():
                 problems.append(f"{where}: '{key}' is required (a non-empty string)")
-        if not problems:
-            entries[cid] = Entry(cid, mode, body["reason"], body["link"], str(path))
+        if len(problems) == before:
+            broken = check_link(body["link"])
+            if broken:
+                problems.append(f"{where}: {broken}")
+        if len(problems) == before:
+            entries[cid] = Entry(cid, mode, body["reason"], body["link"], str(path), runs)
     if problems:
         raise ManifestError("\n".join(problems))
     return impl, entries

@@ -9,9 +9,12 @@ carrying a ``conformance_id`` marker is collected.
 
 from __future__ import annotations
 
+import datetime
+import difflib
 import fnmatch
 import os
 import platform
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -42,6 +45,8 @@ class _State:
         self.manifests: dict[str, dict] = {}
         self.results = Results()
         self.active = bool(self.impl_specs)
+        self.started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        self.commit: tuple[str | None, bool] | None = None
 
     def load(self) -> list[LoadedImpl]:
         if self.impls is None and self.load_error is None:
@@ -106,7 +111,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="append",
         default=[],
         metavar="ID[,ID...]",
-        help="run only these conformance IDs (fnmatch patterns)",
+        help="run only these conformance IDs (fnmatch patterns, case-insensitive)",
     )
 
 
@@ -256,9 +261,11 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         cid = it.get_closest_marker("conformance_id").args[0]
         li: LoadedImpl | None = it.callspec.params.get("impl") if hasattr(it, "callspec") else None
         name = li.name if li is not None else "-"
+        clauses = it.get_closest_marker("conformance_id").kwargs.get("clause", ())
         it.user_properties.append(("conformance_id", cid))
         it.user_properties.append(("conformance_impl", name))
         it.user_properties.append(("conformance_device", state.device_kind))
+        it.user_properties.append(("conformance_clauses", list(clauses)))
         if li is None:
             continue
         missing = []
@@ -280,30 +287,51 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         entry = state.manifests.get(name, {}).get(cid)
         if entry is not None:
             why = f"[{name} manifest] {entry.reason} ({entry.link})"
+            it.user_properties.append(
+                (
+                    "conformance_manifest",
+                    {"mode": entry.mode, "reason": entry.reason, "link": entry.link},
+                )
+            )
             if entry.mode == "skip":
                 it.add_marker(pytest.mark.skip(reason=why))
-            else:
-                it.add_marker(
-                    pytest.mark.xfail(reason=why, run=entry.mode == "xfail", strict=False)
-                )
+            elif entry.mode == "flaky":
+                it.stash[_FLAKY_RUNS] = entry.runs
+            else:  # strict: an xfail that passes fails the run
+                it.add_marker(pytest.mark.xfail(reason=why, run=entry.mode == "xfail", strict=True))
 
+    _select_ids(config, items, sorted(seen_ids))
+
+
+def _select_ids(config: pytest.Config, items: list, known: list[str]) -> None:
+    """``--conformance-ids``: case-insensitive fnmatch; a pattern matching no collected ID is
+    a usage error that names the nearest IDs."""
     patterns = [
-        p.strip()
+        p.strip().upper()
         for spec in config.getoption("conformance_ids") or []
         for p in spec.split(",")
         if p.strip()
     ]
-    if patterns:
-        keep, drop = [], []
-        for it in items:
-            m = it.get_closest_marker("conformance_id")
-            if m is not None and not any(fnmatch.fnmatchcase(m.args[0], p) for p in patterns):
-                drop.append(it)
-            else:
-                keep.append(it)
-        if drop:
-            config.hook.pytest_deselected(items=drop)
-            items[:] = keep
+    if not patterns:
+        return
+    unmatched = [p for p in patterns if not any(fnmatch.fnmatchcase(c, p) for c in known)]
+    if unmatched:
+        lines = []
+        for p in unmatched:
+            near = difflib.get_close_matches(p, known, n=3, cutoff=0.5)
+            hint = f"; nearest: {', '.join(near)}" if near else ""
+            lines.append(f"--conformance-ids: {p!r} matches no collected conformance ID{hint}")
+        raise pytest.UsageError("\n".join(lines))
+    keep, drop = [], []
+    for it in items:
+        m = it.get_closest_marker("conformance_id")
+        if m is not None and not any(fnmatch.fnmatchcase(m.args[0], p) for p in patterns):
+            drop.append(it)
+        else:
+            keep.append(it)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 SLOW_SKIP = "slow: run with -m slow or --conformance-profile=stress"
@@ -324,8 +352,55 @@ def _collected_whole_suite(items) -> bool:
     return suite <= collected
 
 
-# --------------------------------------------------------------------------- fixtures
+# --------------------------------------------------------------------------- flaky
 _CALL_FAILED = pytest.StashKey[bool]()
+_FLAKY_RUNS = pytest.StashKey[int]()
+
+
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+    """A manifest's ``flaky`` entry: run the test ``runs`` times in this one item, each run
+    with fresh fixtures, and report one call that passes and records ``failed/runs``."""
+    runs = item.stash.get(_FLAKY_RUNS, None)
+    if runs is None:
+        return None
+    from _pytest.runner import runtestprotocol
+
+    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    failures: list[str] = []
+    reports: list = []
+    for i in range(runs):
+        item.stash[_CALL_FAILED] = False
+        # nextitem=None between runs: tear everything down so the next run starts fresh.
+        reports = runtestprotocol(item, nextitem=nextitem if i == runs - 1 else None, log=False)
+        failed = [r for r in reports if r.failed]
+        if failed:
+            failures.append(f"run {i + 1}/{runs} ({failed[0].when}):\n{failed[0].longreprtext}")
+    from _pytest.reports import TestReport
+
+    final = []
+    for r in reports:
+        if r.failed:
+            r.outcome, r.longrepr = "passed", None
+        final.append(r)
+    if not any(r.when == "call" for r in final):  # the last run failed in setup
+        first = final[0]
+        final.insert(
+            1, TestReport(item.nodeid, item.location, first.keywords, "passed", None, "call")
+        )
+    for r in final:
+        if r.when == "call" and not r.skipped:
+            r.user_properties = [
+                *item.user_properties,
+                ("conformance_flaky", [len(failures), runs]),
+            ]
+            for text in failures:
+                r.sections.append(("flaky failure", text))
+        item.ihook.pytest_runtest_logreport(report=r)
+    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    return True
+
+
+# --------------------------------------------------------------------------- fixtures
 
 
 @pytest.hookimpl(wrapper=True)
@@ -420,8 +495,35 @@ class _Recorder:
             self.state.results.add(report, props)
 
 
+def _git(*args: str) -> str | None:
+    root = PACKAGE_DIR.parent
+    try:
+        proc = subprocess.run(
+            ["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=True
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout.strip()
+
+
+def _commit() -> tuple[str | None, bool]:
+    """The project's commit and whether tracked files differ from it; (None, False) when the
+    suite does not run from its own git checkout."""
+    top = _git("rev-parse", "--show-toplevel")
+    if not top or Path(top).resolve() != PACKAGE_DIR.parent.resolve():
+        return None, False
+    return _git("rev-parse", "HEAD"), bool(_git("status", "--porcelain", "--untracked-files=no"))
+
+
 def _finish_meta(state: _State) -> None:
+    if state.commit is None:
+        state.commit = _commit()
+    commit, dirty = state.commit
     state.results.meta = {
+        "date": state.started,
+        "commit": commit,
+        "dirty": dirty,
+        "spec": "conformance/SPEC.md",
         "suite_version": SUITE_VERSION,
         "spec_version": SPEC_VERSION,
         "protocol_version": PROTOCOL_VERSION,

@@ -3,26 +3,63 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import NOT_EXERCISED_PREFIX
+
 # Worst first: aggregate the items that share an ID and a column.
-RANK = {"FAIL": 6, "XPASS": 5, "xfail": 4, "pass": 3, "skip": 2, "N/A": 1}
+RANK = {
+    "FAIL": 9,
+    "XPASS": 8,
+    "xfail": 7,
+    "flaky": 6,
+    "not exercised": 5,
+    "pass": 4,
+    "skip": 3,
+    "N/A": 2,
+}
 NA_PREFIX = "N/A:"
+XPASS_STRICT = "[XPASS(strict)]"
+SPEC_FILE = Path(__file__).resolve().parent / "SPEC.md"
+SPEC_LINK = "conformance/SPEC.md"  # as the repository names it
+# Cells that carry a note (reason and link) under the table.
+NOTED = ("XPASS", "xfail", "flaky", "not exercised", "skip")
 
 
 def classify(report) -> str | None:
     """One pytest TestReport -> a cell status, or None when it adds nothing."""
     wasxfail = hasattr(report, "wasxfail")
     if report.failed:
-        return "FAIL"
+        return "XPASS" if str(report.longrepr).startswith(XPASS_STRICT) else "FAIL"
     if report.skipped:
         if wasxfail:
             return "xfail"
-        return "N/A" if NA_PREFIX in str(report.longrepr) else "skip"
+        text = _skip_reason(report)
+        if NOT_EXERCISED_PREFIX in text:
+            return "not exercised"
+        return "N/A" if NA_PREFIX in text else "skip"
     if report.when == "call":
-        return "XPASS" if wasxfail else "pass"
+        if wasxfail:
+            return "XPASS"
+        return "flaky" if _props(report).get("conformance_flaky") else "pass"
     return None
+
+
+def _props(report) -> dict:
+    return dict(getattr(report, "user_properties", ()) or ())
+
+
+def _skip_reason(report) -> str:
+    longrepr = report.longrepr
+    text = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    return text.removeprefix("Skipped: ")
+
+
+def clause_link(clause: str, base: str = SPEC_LINK) -> str:
+    return f"{base}#c{clause}"
 
 
 @dataclass
@@ -36,6 +73,7 @@ class Results:
         if status is None:
             return
         col = f"{props['conformance_impl']}@{props['conformance_device']}"
+        manifest = props.get("conformance_manifest") or {}
         rec = self.items.setdefault(
             report.nodeid,
             {
@@ -44,42 +82,122 @@ class Results:
                 "column": col,
                 "impl": props["conformance_impl"],
                 "device": props["conformance_device"],
+                "clauses": list(props.get("conformance_clauses") or []),
                 "status": status,
                 "duration": 0.0,
                 "reason": None,
+                "link": None,
             },
         )
         rec["duration"] += float(getattr(report, "duration", 0.0) or 0.0)
         if RANK[status] > RANK[rec["status"]]:
             rec["status"] = status
-        if status in ("xfail", "XPASS"):
-            rec["reason"] = str(getattr(report, "wasxfail", "")) or rec["reason"]
-        elif status in ("skip", "N/A"):
-            longrepr = report.longrepr
-            rec["reason"] = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        if status == rec["status"]:
+            if status in ("xfail", "XPASS", "flaky") or (status == "skip" and manifest):
+                rec["reason"], rec["link"] = manifest.get("reason"), manifest.get("link")
+            elif status == "not exercised":
+                rec["reason"] = _skip_reason(report).split(NOT_EXERCISED_PREFIX, 1)[1].strip()
+                rec["link"] = clause_link(rec["clauses"][0]) if rec["clauses"] else None
+            elif status in ("skip", "N/A"):
+                rec["reason"] = _skip_reason(report)
+            if status == "flaky":
+                failed, runs = props["conformance_flaky"]
+                rec["flaky_failed"], rec["flaky_runs"] = int(failed), int(runs)
         if col not in self.columns:
             self.columns.append(col)
 
-    def table(self) -> dict[str, dict[str, str]]:
-        cells: dict[str, dict[str, str]] = {}
-        for rec in self.items.values():
+    def _cells(self) -> dict[str, dict[str, dict]]:
+        """ID -> column -> the worst record of that cell (flaky counts summed)."""
+        cells: dict[str, dict[str, dict]] = {}
+        for rec in sorted(self.items.values(), key=lambda r: r["nodeid"]):
             row = cells.setdefault(rec["id"], {})
             old = row.get(rec["column"])
-            if old is None or RANK[rec["status"]] > RANK[old]:
-                row[rec["column"]] = rec["status"]
+            if old is not None and rec["status"] == old["status"] == "flaky":
+                old = row[rec["column"]] = {
+                    **old,
+                    "flaky_failed": old["flaky_failed"] + rec["flaky_failed"],
+                    "flaky_runs": old["flaky_runs"] + rec["flaky_runs"],
+                }
+            elif old is None or RANK[rec["status"]] > RANK[old["status"]]:
+                row[rec["column"]] = rec
         return dict(sorted(cells.items()))
 
-    def markdown(self) -> str:
+    @staticmethod
+    def _text(rec: dict) -> str:
+        if rec["status"] == "flaky":
+            return f"flaky {rec['flaky_failed']}/{rec['flaky_runs']}"
+        return rec["status"]
+
+    def table(self) -> dict[str, dict[str, str]]:
+        """ID -> column -> cell text (``pass``, ``FAIL``, ``flaky 2/3``, ...)."""
+        return {
+            cid: {col: self._text(rec) for col, rec in row.items()}
+            for cid, row in self._cells().items()
+        }
+
+    def clauses(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for rec in self.items.values():
+            for c in rec["clauses"]:
+                if c not in out.setdefault(rec["id"], []):
+                    out[rec["id"]].append(c)
+        return dict(sorted(out.items()))
+
+    def header(self) -> list[str]:
+        """What was run, where and when: the lines above the table."""
+        m = self.meta
+        impls = ", ".join(
+            f"{i['name']} {i['version']} (`{i['spec']}`)" for i in m.get("implementations", [])
+        )
+        commit = m.get("commit") or "unknown"
+        if m.get("commit") and m.get("dirty"):
+            commit += " (with uncommitted changes)"
+        return [
+            f"- implementations: {impls or 'none'}",
+            f"- device: {m.get('device', '?')}",
+            f"- profile: {m.get('profile', '?')}",
+            f"- date: {m.get('date', '?')}",
+            f"- commit: {commit}",
+            f"- suite {m.get('suite_version', '?')}, spec {m.get('spec_version', '?')}, "
+            f"protocol {m.get('protocol_version', '?')}, python {m.get('python', '?')}",
+        ]
+
+    def markdown(self, spec_base: str = SPEC_LINK, link_base: str | None = None) -> str:
+        """Header, table (a clause column linking into SPEC.md) and one note per noted cell.
+
+        ``spec_base``/``link_base`` rewrite repository-relative links for a file that
+        lives elsewhere (the written report).
+        """
         cols = list(self.columns)
-        lines = ["| ID | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
-        for cid, row in self.table().items():
-            lines.append(f"| {cid} | " + " | ".join(row.get(c, "") for c in cols) + " |")
+        cells, clauses = self._cells(), self.clauses()
+        notes: dict[tuple, int] = {}
+        lines = [*self.header(), ""]
+        lines += ["| ID | " + " | ".join(cols) + " | clauses |", "|---|" + "---|" * (len(cols) + 1)]
+        for cid, row in cells.items():
+            texts = []
+            for c in cols:
+                rec = row.get(c)
+                if rec is None:
+                    texts.append("")
+                    continue
+                text = self._text(rec)
+                if rec["status"] in NOTED and (rec["reason"] or rec["link"]):
+                    key = (rec["status"], rec["reason"], rec["link"])
+                    text += f" [{notes.setdefault(key, len(notes) + 1)}]"
+                texts.append(text)
+            links = ", ".join(f"[{c}]({clause_link(c, spec_base)})" for c in clauses.get(cid, []))
+            lines.append(f"| {cid} | " + " | ".join(texts) + f" | {links} |")
         totals = []
         for c in cols:
-            vals = [row.get(c) for row in self.table().values() if row.get(c)]
+            vals = [row[c]["status"] for row in cells.values() if c in row]
             counts = {s: vals.count(s) for s in RANK if vals.count(s)}
             totals.append(", ".join(f"{n} {s}" for s, n in counts.items()))
-        lines.append("| **total** | " + " | ".join(totals) + " |")
+        lines.append("| **total** | " + " | ".join(totals) + " | |")
+        if notes:
+            lines += ["", "Notes:", ""]
+            for (status, reason, link), n in notes.items():
+                where = f" ({_rebase(link, link_base)})" if link else ""
+                lines.append(f"{n}. {status}: {reason or ''}{where}")
         return "\n".join(lines)
 
     def to_json(self) -> dict:
@@ -87,6 +205,10 @@ class Results:
             **self.meta,
             "columns": self.columns,
             "table": self.table(),
+            "clauses": {
+                cid: [{"clause": c, "link": clause_link(c)} for c in cs]
+                for cid, cs in self.clauses().items()
+            },
             "tests": sorted(self.items.values(), key=lambda r: (r["id"], r["nodeid"])),
         }
 
@@ -96,5 +218,19 @@ class Results:
         j = d / "conformance.json"
         m = d / "conformance.md"
         j.write_text(json.dumps(self.to_json(), indent=2, sort_keys=True))
-        m.write_text("# Conformance report\n\n" + self.markdown() + "\n")
+        spec = Path(os.path.relpath(SPEC_FILE, d.resolve())).as_posix()
+        body = self.markdown(spec_base=spec, link_base=str(d.resolve()))
+        m.write_text("# Conformance report\n\n" + body + "\n")
         return [j, m]
+
+
+def _rebase(link: str, base: str | None) -> str:
+    """A repository-relative link as seen from ``base`` (a directory), when it names a file
+    of this repository; URLs and anything else unchanged."""
+    if base is None or re.match(r"^[a-z][a-z0-9+.-]*:", link):
+        return link
+    path, sep, anchor = link.partition("#")
+    target = SPEC_FILE.parent.parent / path
+    if not path or not target.exists():
+        return link
+    return Path(os.path.relpath(target, base)).as_posix() + sep + anchor
