@@ -116,7 +116,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "conformance_id(cid): stable conformance ID of a test")
+    config.addinivalue_line(
+        "markers", "conformance_id(cid, clause=()): stable conformance ID and its SPEC.md clauses"
+    )
     config.addinivalue_line("markers", "requires(*caps, without=None): capabilities a test needs")
     config.addinivalue_line("markers", "slow: heavy tests kept out of the default run")
     register_profiles()
