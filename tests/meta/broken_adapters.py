@@ -1,11 +1,12 @@
 """Deliberately broken adapters: each wraps the reference store with ONE bug.
 
-Bugs are injected from outside: a wrapping mapping, public attributes
-(``device_memory_limit``, ``spill_dir``), the adapter's own methods. Three bugs
-need the store's internals (its lock, its HMAC check); those touch private
-names, which tests/meta may do and the suite itself never does.
+The first fifteen live here; the rest, by area, in ``broken_tiers``, ``broken_data`` and
+``broken_disk`` (built from ``broken_base``). ``EXPECTED`` is the one registry: it maps every
+adapter to the conformance ID that must catch it, and ``--impl=broken_adapters:<name>`` loads
+any of them. Each class names the SPEC.md clauses its bug breaks in ``violates``.
 
-A few adapters replace the store's own spill-on-demand handler with their own\n(``spill_on_demand=False`` plus ``device.add_oom_handler``).\n\n``EXPECTED`` maps each adapter to the conformance ID that must catch it.
+A few adapters replace the store's own spill-on-demand handler with their own
+(``spill_on_demand=False`` plus ``device.add_oom_handler``).
 """
 
 from __future__ import annotations
@@ -13,69 +14,11 @@ from __future__ import annotations
 import hmac as _hmac
 import os
 import threading
-from collections.abc import MutableMapping
-from typing import Any
 
-from conformance.adapters.reference import ReferenceAdapter
+from broken_base import Wrapped, _Broken, _OwnOom, _OwnOomHandler  # noqa: F401 - re-exported
+from broken_tiers import ZOO as _TIERS
+
 from conformance.api import Snapshot
-
-
-class Wrapped(MutableMapping):
-    """Delegates to the real store; broken adapters override single methods."""
-
-    def __init__(self, inner: Any, device: Any) -> None:
-        self.inner = inner
-        self.device = device
-        self.sizes: dict[Any, int] = {}
-        self.allocs: dict[Any, tuple[int, int]] = {}
-        self.kept: list[Any] = []
-
-    def __getitem__(self, key):
-        return self.inner[key]
-
-    def __setitem__(self, key, value):
-        self.inner[key] = value
-        self.sizes[key] = int(getattr(value, "nbytes", 0) or 0)
-        if self.device.is_device_array(value):
-            self.allocs[key] = self.device.allocation_of(value)
-        else:
-            self.allocs.pop(key, None)
-
-    def __delitem__(self, key):
-        del self.inner[key]
-        self.sizes.pop(key, None)
-        self.allocs.pop(key, None)
-
-    def __iter__(self):
-        return iter(self.inner)
-
-    def __len__(self):
-        return len(self.inner)
-
-    def __contains__(self, key):
-        return key in self.inner
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-
-class _Broken(ReferenceAdapter):
-    wrapper = Wrapped
-
-    def create_store(self, env):
-        return self.wrapper(super().create_store(env), env.device)
-
-    def inspect(self, store):
-        return super().inspect(store.inner)
-
-    def register_external(self, store, obj):
-        return super().register_external(store.inner, obj)
-
-    def evict(self, store, nbytes):
-        return super().evict(store.inner, nbytes)
-
-    def close_store(self, store):
-        super().close_store(store.inner)
 
 
 # 1 ------------------------------------------------------------------------------
@@ -297,60 +240,6 @@ class IgnoresHostLimit(_Broken):
 
 
 # 13 -----------------------------------------------------------------------------
-class _OwnOomHandler:
-    """Spill-on-demand done by the adapter (the store's own handler is turned off)."""
-
-    def __init__(self, store, cascade: bool) -> None:
-        import weakref
-
-        self.store_ref = weakref.ref(store)
-        self.cascade = cascade
-
-    raise_when_empty = False
-
-    def __call__(self, shortfall: int) -> bool:
-        store = self.store_ref()
-        if store is None:
-            return False
-        if self.raise_when_empty and store.snapshot().device_bytes == 0:
-            raise TypeError("nothing left to spill")  # dask-cuda: format_bytes(None)
-        if self.cascade:
-            return store.evict(max(1, shortfall)) > 0
-        limit = store.memory_limit
-        store.memory_limit = None  # evict device -> host only, like dask-cuda's oom closure
-        try:
-            return store.evict(max(1, shortfall)) > 0
-        finally:
-            store.memory_limit = limit
-
-
-class _OwnOom(_Broken):
-    cascade = True
-    raise_when_empty = False
-    remove_on_close = True
-
-    def create_store(self, env):
-        import reference_impl
-
-        inner = reference_impl.ProxifyHostFile(
-            device=env.device,
-            device_memory_limit=env.device_limit,
-            memory_limit=env.host_limit,
-            local_directory=env.spill_dir,
-            spill_on_demand=False,
-        )
-        store = self.wrapper(inner, env.device)
-        store.oom = _OwnOomHandler(inner, self.cascade)
-        store.oom.raise_when_empty = self.raise_when_empty
-        env.device.add_oom_handler(store.oom)
-        return store
-
-    def close_store(self, store):
-        if self.remove_on_close:
-            store.device.remove_oom_handler(store.oom)
-        super().close_store(store)
-
-
 class OomSkipsHostLimit(_OwnOom):
     """Spill on demand moves values to host but never cascades host -> disk (dask-cuda)."""
 
@@ -392,6 +281,7 @@ EXPECTED: dict[str, tuple[type, str]] = {
     "oom_no_cascade": (OomSkipsHostLimit, "STORE-OOM-003"),
     "oom_handler_outlives_store": (OomHandlerOutlivesStore, "STORE-OOM-004"),
     "oom_handler_raises": (OomHandlerRaises, "STORE-OOM-002"),
+    **_TIERS,
 }
 
 for _attr, (_cls, _cid) in EXPECTED.items():
