@@ -370,10 +370,12 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
     failures: list[str] = []
     reports: list = []
+    spent = 0.0
     for i in range(runs):
         item.stash[_CALL_FAILED] = False
         # nextitem=None between runs: tear everything down so the next run starts fresh.
         reports = runtestprotocol(item, nextitem=nextitem if i == runs - 1 else None, log=False)
+        spent += sum(r.duration for r in reports)
         failed = [r for r in reports if r.failed]
         if failed:
             failures.append(f"run {i + 1}/{runs} ({failed[0].when}):\n{failed[0].longreprtext}")
@@ -391,6 +393,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         )
     for r in final:
         if r.when == "call" and not r.skipped:
+            r.duration = spent - sum(x.duration for x in final if x is not r)  # every run's time
             r.user_properties = [
                 *item.user_properties,
                 ("conformance_flaky", [len(failures), runs]),
