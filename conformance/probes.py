@@ -46,7 +46,14 @@ class StoreState:
             if a != b:
                 out.append(f"{name}: {a!r} -> {b!r}")
         if self.files != other.files:
-            out.append(f"files under spill_dir: {sorted(self.files)} -> {sorted(other.files)}")
+            gone = sorted(os.path.basename(f) for f in set(self.files) - set(other.files))
+            new = sorted(os.path.basename(f) for f in set(other.files) - set(self.files))
+            resized = sorted(
+                os.path.basename(f)
+                for f in set(self.files) & set(other.files)
+                if self.files[f] != other.files[f]
+            )
+            out.append(f"files under spill_dir: removed {gone}, created {new}, resized {resized}")
         return out
 
 

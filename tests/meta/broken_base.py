@@ -101,6 +101,7 @@ class _OwnOomHandler:
 
 
 class _OwnOom(_Broken):
+    handler = _OwnOomHandler
     cascade = True
     raise_when_empty = False
     remove_on_close = True
@@ -116,7 +117,7 @@ class _OwnOom(_Broken):
             spill_on_demand=False,
         )
         store = self.wrapper(inner, env.device)
-        store.oom = _OwnOomHandler(inner, self.cascade)
+        store.oom = self.handler(inner, self.cascade)
         store.oom.raise_when_empty = self.raise_when_empty
         env.device.add_oom_handler(store.oom)
         return store

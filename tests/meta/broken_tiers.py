@@ -3,7 +3,7 @@ spill on demand and close. Each wraps the reference with ONE bug a store author 
 
 from __future__ import annotations
 
-from broken_base import Wrapped, _Broken
+from broken_base import Wrapped, _Broken, _OwnOom, _OwnOomHandler
 
 
 # ------------------------------------------------------------------ peak and unspill
@@ -105,9 +105,204 @@ class LazyUnspill(_Broken):
     violates = ("6.1", "5.1")
 
 
+# ------------------------------------------------------------------ recency
+class _MappingContainsWrapped(Wrapped):
+    def __contains__(self, key):
+        try:  # collections.abc.Mapping's own __contains__: a get
+            self[key]
+        except KeyError:
+            return False
+        return True
+
+
+class ContainsIsAGet(_Broken):
+    """Does not define __contains__, so ``key in store`` is Mapping's default: a get, which
+    unspills the value and refreshes its recency."""
+
+    name = "broken-contains-is-a-get"
+    wrapper = _MappingContainsWrapped
+    violates = ("5.3",)
+
+
+class PickleUnspills(_Broken):
+    """Pickling a value the store handed out brings it back to the device first (the proxy's
+    __reduce__ uses the object), so a pickle unspills and refreshes recency."""
+
+    name = "broken-pickle-unspills"
+    violates = ("5.3",)
+
+    def __init__(self):
+        super().__init__()
+        from reference_impl.store import proxy as P  # private: process-wide, a subprocess each
+
+        def __reduce__(self):
+            obj = P._use(self)  # real use: unspill, touch
+            d = P._get_detail(self)
+            return P._rebuild_proxy, (obj, d.meta, d.type_, d.handler)
+
+        P.ProxyObject.__reduce__ = __reduce__
+
+
+class UseIsNotRecorded(_Broken):
+    """A proxy brings its value back when used, but only store[key] records a use: arithmetic,
+    NumPy calls and attribute access on a handed-out value leave its recency stale."""
+
+    name = "broken-use-not-recorded"
+    violates = ("5.2",)
+
+    def __init__(self):
+        super().__init__()
+        from reference_impl.store.hostfile import ProxifyHostFile
+
+        real = ProxifyHostFile._use_proxy
+
+        def _use_proxy(self, proxy, detail):
+            with self._lock:  # private: put the device LRU back as it was before the use
+                order = list(self._recency.device)
+                obj = real(self, proxy, detail)
+                device = self._recency.device
+                for unit in order:
+                    if unit in device:
+                        device.move_to_end(unit)
+                return obj
+
+        ProxifyHostFile._use_proxy = _use_proxy
+
+
+# ------------------------------------------------------------------ cascades and limits
+class HostTierIsFifo(_Broken):
+    """The host tier is an insertion-ordered dict: host -> disk takes the value that arrived on
+    host first, not the least recently used (a host value used in place keeps its old slot)."""
+
+    name = "broken-host-tier-fifo"
+    violates = ("5.4",)
+
+    def __init__(self):
+        super().__init__()
+        from reference_impl.store.lru import Recency  # private: process-wide
+
+        def host_victims(self, size):
+            return iter([u for u in self.host if u not in self.pinned])
+
+        Recency.host_victims = host_victims
+
+
+class EvictSkipsHostLimit(_Broken):
+    """The manual evict moves values device -> host and returns, without the host -> disk step
+    every other spill path takes."""
+
+    name = "broken-evict-skips-host-limit"
+    violates = ("4.5",)
+
+    def evict(self, store, nbytes):
+        inner = store.inner
+        limit = inner.memory_limit
+        inner.memory_limit = None
+        try:
+            return inner.evict(nbytes)
+        finally:
+            inner.memory_limit = limit
+
+
+class _InsertionOrderOomHandler(_OwnOomHandler):
+    """Spill on demand walks the keys in insertion order (``for key in self.data``), not by
+    recency. Simulated by touching the device-resident keys in insertion order first."""
+
+    def __call__(self, shortfall):
+        store = self.store_ref()
+        if store is None:
+            return False
+        snap = store.snapshot()
+        for key in list(store):
+            if snap.tiers.get(key) == "device":
+                store[key]
+        return super().__call__(shortfall)
+
+
+class OomSpillsInInsertionOrder(_OwnOom):
+    """The OOM handler spills the oldest-inserted values, not the least recently used."""
+
+    name = "broken-oom-insertion-order"
+    violates = ("8.1", "5.4")
+    handler = _InsertionOrderOomHandler
+
+
+class LimitIsExclusive(_Broken):
+    """A value fits only if it is strictly below the room left (``>=`` for ``>``): a value of
+    exactly the device limit never stays on the device."""
+
+    name = "broken-limit-exclusive"
+    violates = ("4.1",)
+
+    def create_store(self, env):
+        from dataclasses import replace
+
+        return super().create_store(replace(env, device_limit=max(0, env.device_limit - 1)))
+
+
+class HostLimitZeroMeansNone(_Broken):
+    """``if self.memory_limit:``: a host limit of 0 is falsy, so it means no host limit."""
+
+    name = "broken-host-limit-zero-is-none"
+    violates = ("4.4",)
+
+    def create_store(self, env):
+        from dataclasses import replace
+
+        return super().create_store(replace(env, host_limit=env.host_limit or None))
+
+
+class DeviceLimitZeroMeansNone(_Broken):
+    """``if not device_memory_limit: device_memory_limit = total device memory``: a device
+    limit of 0 means 'the whole device'."""
+
+    name = "broken-device-limit-zero-is-all"
+    violates = ("4.1",)
+
+    def create_store(self, env):
+        from dataclasses import replace
+
+        return super().create_store(
+            replace(env, device_limit=env.device_limit or env.device.capacity)
+        )
+
+
+class EvictAtLeastOne(_Broken):
+    """evict() is a do-while loop: it spills one value before it checks how much is asked, so
+    evict(0) spills the least recently used value."""
+
+    name = "broken-evict-at-least-one"
+    violates = ("4.7",)
+
+    def evict(self, store, nbytes):
+        return super().evict(store, max(1, nbytes))
+
+
+class EvictReportsAsked(_Broken):
+    """evict(n) returns n, the bytes asked for, not the bytes it freed."""
+
+    name = "broken-evict-reports-asked"
+    violates = ("4.7",)
+
+    def evict(self, store, nbytes):
+        super().evict(store, nbytes)
+        return nbytes
+
+
 ZOO: dict[str, tuple[type, str]] = {
     "unspill_copies_first": (UnspillCopiesFirst, "STORE-UNSPILL-002"),
     "stages_spill_on_device": (StagesSpillOnDevice, "STORE-PEAK-001"),
     "copies_on_set": (CopiesOnSet, "STORE-PEAK-001"),
     "lazy_unspill": (LazyUnspill, "STORE-UNSPILL-001"),
+    "contains_is_a_get": (ContainsIsAGet, "STORE-RECENCY-002"),
+    "pickle_unspills": (PickleUnspills, "STORE-RECENCY-002"),
+    "use_not_recorded": (UseIsNotRecorded, "STORE-RECENCY-001"),
+    "host_tier_fifo": (HostTierIsFifo, "STORE-CASCADE-001"),
+    "evict_skips_host_limit": (EvictSkipsHostLimit, "STORE-CASCADE-002"),
+    "oom_insertion_order": (OomSpillsInInsertionOrder, "STORE-CASCADE-003"),
+    "limit_exclusive": (LimitIsExclusive, "STORE-LIMIT-007"),
+    "host_limit_zero_is_none": (HostLimitZeroMeansNone, "STORE-LIMIT-007"),
+    "device_limit_zero_is_all": (DeviceLimitZeroMeansNone, "STORE-LIMIT-007"),
+    "evict_at_least_one": (EvictAtLeastOne, "STORE-EVICT-003"),
+    "evict_reports_asked": (EvictReportsAsked, "STORE-EVICT-003"),
 }
