@@ -90,6 +90,12 @@ class HandlerCall:
     after: int  # ... and when it returned
     peak: int  # the device's peak during the call
 
+    def __repr__(self) -> str:
+        return (
+            f"<call shortfall={self.shortfall:,} -> {self.result!r}, ledger {self.before:,} -> "
+            f"{self.after:,}>"
+        )
+
 
 def recording_device(capacity: int, *, measure_peak: bool = False) -> Any:
     """A sim device that records every call of every OOM handler registered on it.

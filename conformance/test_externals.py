@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 
 from conformance import conformance_id, requires
-from conformance.harness import LIMIT, seed_digest, value_digest
+from conformance.harness import LIMIT, files_under, seed_digest, value_digest
 
 
 @conformance_id("STORE-EXT-001", clause="7.1")
@@ -69,3 +69,34 @@ def test_stored_and_external_counted_once(harness):
     del p
     gc.collect()
     h.check({"k"})
+
+
+@conformance_id("STORE-EXT-005", clause=("7.3", "3.5"))
+@requires("store", "store.external", "store.spill.host")
+def test_externals_dying_while_spilled_give_every_byte_back(impl, make_store):
+    """Externals pushed out to host (and, with a host limit of one value, on to disk) die
+    there: host_bytes and disk_bytes drop back to what the keys hold, their files are gone,
+    and the ledger holds only the keys."""
+    n = LIMIT // 4
+    disk = {"store.limit.host", "store.spill.disk"} <= impl.capabilities
+    h = make_store(host_limit=n + 4096) if disk else make_store()
+    exts = [h.adapter.register_external(h.store, h.value(n, seed=i)) for i in range(3)]
+    for i in range(4):  # the keys fill the device: the externals (least recent) leave it
+        h.store[f"k{i}"] = h.value(n, seed=10 + i)
+    keys = {f"k{i}" for i in range(4)}
+    snap = h.check(keys)
+    assert snap.host_bytes > 0, f"the externals should be on host: {snap}"
+    if disk:
+        assert snap.disk_bytes > 0 and files_under(h.env.spill_dir), (
+            f"with a host limit of one value two externals should be on disk: {snap}"
+        )
+    del exts
+    gc.collect()
+    snap = h.check(keys)
+    assert (snap.host_bytes, snap.disk_bytes) == (0, 0), (
+        f"the externals died while spilled, yet host_bytes={snap.host_bytes:,}, "
+        f"disk_bytes={snap.disk_bytes:,} (every key is on the device: {dict(snap.tiers)})"
+    )
+    left = files_under(h.env.spill_dir)
+    assert not left, f"the externals died on disk, yet their files remain: {sorted(left)}"
+    assert snap.device_bytes == 4 * n and h.ledger() == 4 * n, (snap, h.ledger())

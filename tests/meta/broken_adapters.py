@@ -16,6 +16,7 @@ import os
 import threading
 
 from broken_base import Wrapped, _Broken, _OwnOom, _OwnOomHandler  # noqa: F401 - re-exported
+from broken_data import ZOO as _DATA
 from broken_tiers import ZOO as _TIERS
 
 from conformance.api import Snapshot
@@ -282,6 +283,7 @@ EXPECTED: dict[str, tuple[type, str]] = {
     "oom_handler_outlives_store": (OomHandlerOutlivesStore, "STORE-OOM-004"),
     "oom_handler_raises": (OomHandlerRaises, "STORE-OOM-002"),
     **_TIERS,
+    **_DATA,
 }
 
 for _attr, (_cls, _cid) in EXPECTED.items():

@@ -289,6 +289,92 @@ class EvictReportsAsked(_Broken):
         return nbytes
 
 
+# ------------------------------------------------------------------ spill on demand
+class _AlwaysProgressHandler(_OwnOomHandler):
+    def __call__(self, shortfall):
+        if self.store_ref() is None:
+            return False
+        super().__call__(shortfall)
+        return True  # "I spilled what I could": said also when there was nothing to spill
+
+
+class OomAlwaysReportsProgress(_OwnOom):
+    """The OOM handler returns True whenever its store is alive, freed or not, so the device
+    retries an allocation that cannot fit thousands of times."""
+
+    name = "broken-oom-always-progress"
+    violates = ("8.2", "8.3")
+    handler = _AlwaysProgressHandler
+
+
+class _UntilFreedHandler(_OwnOomHandler):
+    def __call__(self, shortfall):
+        store = self.store_ref()
+        if store is None:
+            return False
+        freed = 0
+        while freed < shortfall:  # no way out when nothing is left to spill
+            freed += store.evict(max(1, shortfall - freed))
+        return True
+
+
+class OomLoopsUntilFreed(_OwnOom):
+    """The OOM handler loops until it has freed the shortfall: with nothing left to spill it
+    spins forever (a livelock; it only ends when the store is closed)."""
+
+    name = "broken-oom-loops-until-freed"
+    violates = ("8.3",)
+    handler = _UntilFreedHandler
+
+
+# ------------------------------------------------------------------ close
+class CloseLeavesDirectory(_Broken):
+    """close() unlinks every spill file it knows but leaves the directory it made for them."""
+
+    name = "broken-close-leaves-directory"
+    violates = ("11.3", "9.5")
+
+    def close_store(self, store):
+        store.inner._finalizer.detach()  # private: the store's rmtree of its own directory
+        super().close_store(store)
+
+
+_STORES_EVER_MADE: list = []
+
+
+class CloseKeepsValues(_Broken):
+    """Every store is kept in a process-wide registry (for a memory report), and close() drops
+    files and handler but not the device values: they live on with the registry."""
+
+    name = "broken-close-keeps-values"
+    violates = ("11.5",)
+
+    def close_store(self, store):
+        inner = store.inner
+        with inner._lock:  # private: what the store still references when close() runs
+            _STORES_EVER_MADE.append([e.value for e in inner._entries.values()])
+        super().close_store(store)
+
+
+class CloseRemovesSpillDir(_Broken):
+    """close() runs shutil.rmtree on the directory it was given, not on the one it created:
+    the caller's directory and everything else in it are gone."""
+
+    name = "broken-close-removes-spill-dir"
+    violates = ("11.3",)
+
+    def create_store(self, env):
+        store = super().create_store(env)
+        store.given_dir = env.spill_dir
+        return store
+
+    def close_store(self, store):
+        import shutil
+
+        super().close_store(store)
+        shutil.rmtree(store.given_dir, ignore_errors=True)
+
+
 ZOO: dict[str, tuple[type, str]] = {
     "unspill_copies_first": (UnspillCopiesFirst, "STORE-UNSPILL-002"),
     "stages_spill_on_device": (StagesSpillOnDevice, "STORE-PEAK-001"),
@@ -305,4 +391,9 @@ ZOO: dict[str, tuple[type, str]] = {
     "device_limit_zero_is_all": (DeviceLimitZeroMeansNone, "STORE-LIMIT-007"),
     "evict_at_least_one": (EvictAtLeastOne, "STORE-EVICT-003"),
     "evict_reports_asked": (EvictReportsAsked, "STORE-EVICT-003"),
+    "oom_always_progress": (OomAlwaysReportsProgress, "STORE-OOM-005"),
+    "oom_loops_until_freed": (OomLoopsUntilFreed, "STORE-OOM-006"),
+    "close_leaves_directory": (CloseLeavesDirectory, "STORE-CLOSE-001"),
+    "close_keeps_values": (CloseKeepsValues, "STORE-CLOSE-001"),
+    "close_removes_spill_dir": (CloseRemovesSpillDir, "STORE-CLOSE-001"),
 }
