@@ -25,6 +25,7 @@ STORE_CAPABILITIES: dict[str, str] = {
     "store.faults.disk": "a failing disk write raises a clear error and loses nothing",
     "store.integrity": "tampered or truncated spill files raise an error naming the key",
     "store.pickle": "values returned by the store pickle and unpickle correctly",
+    "store.proxy": "store[key] returns device leaves as proxies; every use of one is an access",
 }
 
 SHUFFLE_CAPABILITIES: dict[str, str] = {

@@ -25,6 +25,7 @@ class ReferenceAdapter:
             "store.faults.disk",
             "store.integrity",
             "store.pickle",
+            "store.proxy",
         }
     )
 
