@@ -1,5 +1,8 @@
 """The numba.cuda kernels under numba's CUDA simulator give output identical to
-the CPU kernels: ids, counts, offsets and the order of every column.
+the CPU kernels: ids, counts, offsets and the order of every column, for int,
+float32 and float64 keys (NaN of three bit patterns, -0.0, inf), bool keys and
+datetime64 keys (NaT), alone and combined, with and without validity masks; and
+equal keys (every NaN; -0.0 and 0.0) share a partition on the simulator too.
 
 The simulator is selected by ``NUMBA_ENABLE_CUDASIM=1``, which numba reads at
 import time, so the check runs in a fresh subprocess.  It uses numba's own
@@ -20,8 +23,10 @@ SCRIPT = textwrap.dedent(
     import warnings
     warnings.simplefilter("ignore", RuntimeWarning)  # uint64 wraparound in numpy scalars
     import numpy as np
-    from numba import cuda
-    assert cuda.simulator_enabled if hasattr(cuda, "simulator_enabled") else True
+    from numba import config, cuda
+    # The kernels must really run on the simulator, not on a GPU or not at all.
+    assert config.ENABLE_CUDASIM, "NUMBA_ENABLE_CUDASIM=1 was not honoured"
+    assert cuda.jit.__module__ == "numba.cuda.simulator.api", cuda.jit.__module__
     from reference_impl.device import SimDevice
     from reference_impl.kernels import hash_columns, partition, partition_ids
     from reference_impl.kernels import cuda as kc
@@ -70,6 +75,42 @@ SCRIPT = textwrap.dedent(
     h_gpu = hash_columns(dev, [k, f], [m, None], backend="cuda")
     assert same(h_cpu, h_gpu)
     assert same(partition_ids(dev, [f], 5, backend="cpu"), partition_ids(dev, [f], 5, backend="cuda"))
+
+    # float64 with NaN (three payloads), -0.0 and inf; bool; datetime64 with NaT.
+    M = 100  # one block of the simulator's 128 threads
+    f8 = rng.standard_normal(M)
+    f8[rng.random(M) < 0.1] = -0.0
+    f8[::17] = np.inf
+    bits = f8.view(np.uint64)
+    bits[1::9] = 0x7FF8000000000000  # the canonical quiet NaN
+    bits[4::9] = 0xFFF8000000000000  # negative quiet NaN
+    bits[7::9] = 0x7FF0000000000001  # signalling NaN
+    kf8 = dev.asarray(f8)
+    kb = dev.asarray(rng.random(M) < 0.5)
+    days = rng.integers(0, 1000, M).astype("timedelta64[D]")
+    dt = (np.datetime64("2020-01-01") + days).astype("datetime64[ns]")
+    dt[::11] = np.datetime64("NaT")
+    kdt = dev.asarray(dt)
+    pm = dev.asarray(rng.random(M))
+    bm = dev.asarray(rng.random(M) > 0.2)
+    check([kf8], [pm], 13, tag="float64 + NaN")
+    check([kb], [pm], 3, tag="bool")
+    check([kdt], [pm, kf8], 13, tag="datetime64 + NaT")
+    check([kb, kf8, kdt], [pm], 7, valid=[None, bm, None], tag="bool + float64 + datetime64")
+    for keys in ([kf8], [kb, kf8, kdt]):
+        assert same(hash_columns(dev, keys, backend="cpu"), hash_columns(dev, keys, backend="cuda"))
+    # Equal keys land together on the simulator too: every NaN, and -0.0 with 0.0.
+    ids = dev.to_host(partition_ids(dev, [kf8], 64, backend="cuda"))
+    nan = np.isnan(f8)
+    assert nan.sum() >= 30 and len(set(ids[nan].tolist())) == 1, ids[nan]
+    zero = f8 == 0
+    zero_ids = set(dev.to_host(partition_ids(
+        dev, [dev.asarray(np.array([0.0, -0.0]))], 64, backend="cuda")).tolist())
+    assert len(zero_ids) == 1, zero_ids
+    print("ok", "NaN rows", int(nan.sum()), "zero rows", int(zero.sum()))
+
+    from numba.cuda.simulator.kernel import FakeCUDAKernel
+    assert isinstance(kc._scatter(), FakeCUDAKernel), type(kc._scatter())
     print("ALL-OK")
     """
 )
