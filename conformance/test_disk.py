@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 from conformance import conformance_id, not_exercised, requires
@@ -149,20 +150,39 @@ WIDE_FRAMES = 1100  # > IOV_MAX (1024): one writev/readv cannot take them all
 
 
 @conformance_id("STORE-DISK-009", clause="9.8")
-@requires("store", "store.spill.disk")
-def test_many_frames_round_trip_through_disk(impl, make_store):
-    """One key whose value is WIDE_FRAMES small device arrays goes to disk and comes back."""
-    kw = {"device_limit": 0, "capacity": 4 * LIMIT, "disk_accounting": False}
-    if "store.limit.host" in impl.capabilities:
-        kw["host_limit"] = 1
-    h = make_store(**kw)
+@requires("store", "store.spill.disk", "store.limit.host")
+def test_many_frames_round_trip_through_disk(make_store):
+    """One host-only value whose pickle (protocol 5, out-of-band buffers) has WIDE_FRAMES
+    frames, a list of small numpy arrays, is pushed to disk by a host limit of 0: it must be
+    ONE file (the value was not split into one file per array) and come back equal. Then one
+    key holding a tuple of WIDE_FRAMES small device arrays makes the same round trip."""
+    h = make_store(device_limit=0, capacity=4 * LIMIT, host_limit=0, disk_accounting=False)
     n = 16
+    wide = [np.full(n, i % 251, dtype=np.uint8) for i in range(WIDE_FRAMES)]
+    h.store["wide"] = wide
+    snap = h.check({"wide"})
+    files = files_under(h.env.spill_dir)
+    assert snap.tiers["wide"] == "disk", f"with a host limit of 0 it belongs on disk: {snap}"
+    assert len(files) == 1 and sum(files.values()) >= n * WIDE_FRAMES, (
+        f"one value of {WIDE_FRAMES} arrays should be one file of at least "
+        f"{n * WIDE_FRAMES:,} bytes, spill_dir holds {len(files)} file(s), "
+        f"{sum(files.values()):,} bytes"
+    )
+    back = h.store["wide"]
+    assert isinstance(back, list) and len(back) == WIDE_FRAMES, (
+        f"{WIDE_FRAMES} arrays stored, {type(back).__name__} of {len(back)} came back"
+    )
+    wrong = [i for i in range(WIDE_FRAMES) if not np.array_equal(np.asarray(back[i]), wide[i])]
+    assert not wrong, f"{len(wrong)} of {WIDE_FRAMES} arrays came back wrong, e.g. #{wrong[:5]}"
+    del back, h.store["wide"]
+    h.check(set())
+
     value = tuple(h.value(n, seed=i) for i in range(WIDE_FRAMES))
     h.store["wide"] = value
     del value
     snap = h.check({"wide"}, oversize={"wide": n * WIDE_FRAMES})
     assert snap.tiers["wide"] == "disk", (
-        f"a {n * WIDE_FRAMES:,}-byte value over both limits (device limit 0) should be on disk: {dict(snap.tiers)}"
+        f"a {n * WIDE_FRAMES:,}-byte value over both limits should be on disk: {dict(snap.tiers)}"
     )
     back = h.store["wide"]
     assert len(back) == WIDE_FRAMES, f"{WIDE_FRAMES} arrays stored, {len(back)} came back"
@@ -291,6 +311,11 @@ def test_frame_over_2gib_round_trips(impl, make_store):
     h.store["huge"] = h.value(BIG_FRAME, seed=2)
     snap = h.check({"huge"}, oversize={"huge": BIG_FRAME})
     assert snap.tiers["huge"] == "disk", f"the value should be on disk: {dict(snap.tiers)}"
+    files = files_under(h.env.spill_dir)
+    assert len(files) == 1 and sum(files.values()) >= BIG_FRAME, (
+        f"the {BIG_FRAME:,}-byte value should be one file of at least its size; spill_dir "
+        f"holds {len(files)} file(s), {sum(files.values()):,} bytes"
+    )
     got = h.store["huge"]
     assert value_digest(h.device, got) == seed_digest(2, BIG_FRAME), (
         f"a {BIG_FRAME:,}-byte frame came back corrupted from disk"
@@ -368,3 +393,69 @@ def test_full_disk_loses_nothing(impl, device_kind, tmp_path):
     )
     if not out["fsize_signals"]:
         not_exercised("no write reached the file-size limit: the store never wrote a spill file")
+
+
+@conformance_id("STORE-DISK-012", clause=("11.2", "11.3", "3.5"))
+@requires("store", "store.spill.disk", "store.limit.host")
+def test_two_stores_share_a_spill_directory(impl, make_store):
+    """Two stores on one device are given the same spill_dir and store the same keys with
+    different values, all on disk. Each reads back its own values; their disk_bytes add up to
+    the files in the directory; deleting every key of one, then closing it, leaves the other's
+    files, values and accounting intact and the directory in place."""
+    from conformance.api import StoreEnv
+
+    one = make_store(host_limit=0, disk_accounting=False)
+    shared = one.env.spill_dir
+    two = impl.adapter.create_store(StoreEnv(one.device, 0, 0, shared))  # nothing on the device
+    closed = False
+    try:
+        n = LIMIT // 3
+        keys = {f"k{i}" for i in range(6)}
+        for i in range(6):
+            one.store[f"k{i}"] = one.value(n, seed=i)
+            two[f"k{i}"] = one.value(n, seed=100 + i)
+
+        def totals():
+            a, b = one.check(keys), impl.adapter.inspect(two)
+            files = files_under(shared)
+            assert a.disk_bytes + b.disk_bytes == sum(files.values()), (
+                f"two stores in one directory: disk_bytes {a.disk_bytes:,} + {b.disk_bytes:,} "
+                f"!= {sum(files.values()):,} bytes in {len(files)} file(s)"
+            )
+            return a, b
+
+        a, b = totals()
+        assert "disk" in a.tiers.values() and set(b.tiers.values()) == {"disk"}, (a, b)
+        for i in range(6):
+            assert value_digest(one.device, one.store[f"k{i}"]) == seed_digest(i, n)
+            assert value_digest(one.device, two[f"k{i}"]) == seed_digest(100 + i, n), (
+                f"the second store read k{i} back wrong: the stores share files"
+            )
+        totals()
+        for k in sorted(keys):
+            del two[k]
+        a, b = totals()
+        assert (b.device_bytes, b.host_bytes, b.disk_bytes) == (0, 0, 0), b
+        assert a.disk_bytes == sum(files_under(shared).values()), (
+            f"after the other store deleted its keys: disk_bytes {a.disk_bytes:,}, files "
+            f"{sorted(files_under(shared))}"
+        )
+        for i in range(6):
+            two[f"k{i}"] = one.value(n, seed=200 + i)
+        totals()
+        impl.adapter.close_store(two)
+        closed = True
+        assert os.path.isdir(shared), "closing one store removed the shared directory"
+        a = one.check(keys)
+        assert a.disk_bytes == sum(files_under(shared).values()), (
+            f"closing the other store changed this one's files: disk_bytes {a.disk_bytes:,}, "
+            f"files {sorted(files_under(shared))}"
+        )
+        for i in range(6):
+            assert value_digest(one.device, one.store[f"k{i}"]) == seed_digest(i, n), (
+                f"k{i} of the first store is gone or wrong after the second store closed"
+            )
+        one.check(keys)
+    finally:
+        if not closed:
+            impl.adapter.close_store(two)

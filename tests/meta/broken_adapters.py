@@ -17,6 +17,7 @@ import threading
 
 from broken_base import Wrapped, _Broken, _OwnOom, _OwnOomHandler  # noqa: F401 - re-exported
 from broken_data import ZOO as _DATA
+from broken_disk import ZOO as _DISK
 from broken_tiers import ZOO as _TIERS
 
 from conformance.api import Snapshot
@@ -284,6 +285,7 @@ EXPECTED: dict[str, tuple[type, str]] = {
     "oom_handler_raises": (OomHandlerRaises, "STORE-OOM-002"),
     **_TIERS,
     **_DATA,
+    **_DISK,
 }
 
 for _attr, (_cls, _cid) in EXPECTED.items():
