@@ -88,7 +88,7 @@ def make_store_machine(
         # ------------------------------------------------------------ set-up
         @initialize(host_limit=host_limits, n_stores=st.sampled_from([1, 1, 2]))
         def start(self, host_limit, n_stores):
-            """Clause 11.1: stores on one device and one parent directory stay isolated."""
+            """Clauses 11.1 and 11.2: stores on one device and one parent directory stay isolated."""
             self.host_limit = host_limit if has("store.limit.host") else None
             gc.collect()
             self.device = make_device(device_kind, 8 * limit)
@@ -209,7 +209,7 @@ def make_store_machine(
 
         @contextmanager
         def _window(self, side: Side, what: str, extra: int = 0) -> Iterator[None]:
-            """Clause 4.1: the device's own peak during the operation stays within the limit.
+            """Clause 4.2: the device's own peak during the operation stays within the limit.
 
             The bound is the larger of what the device held on entry and the limit (plus
             the other store and ``extra``: an over-limit value used transiently, or what
@@ -228,7 +228,7 @@ def make_store_machine(
             )
 
         def _check_value(self, side: Side, key: Hashable, got: Any) -> None:
-            """Clause 1.9: a value comes back exactly (dtype, byte order, shape, layout, bits)."""
+            """Clauses 2.1 and 2.2: a value comes back exactly (dtype, byte order, shape, layout, bits)."""
             why = S.mismatch(self.device, got, side.model[self._canon(side, key)].expected)
             assert why is None, f"store[{key!r}] came back wrong: {why}"
 
@@ -236,7 +236,7 @@ def make_store_machine(
             return side.h.snapshot()
 
         def _unchanged(self, side: Side, before, what: str) -> None:
-            """Clauses 5.2 and 1.8: a read-only or rejected operation changes nothing."""
+            """Clauses 5.3 and 1.15: a read-only or rejected operation changes nothing."""
             after = self._snap(side)
             assert dict(after.tiers) == dict(before.tiers), (
                 f"{what} changed tiers: {dict(before.tiers)} -> {dict(after.tiers)}"
@@ -287,7 +287,7 @@ def make_store_machine(
         @precondition(lambda self: dedup and any(s.model for s in self.sides))
         @rule(data=st.data())
         def put_view_of_stored(self, data):
-            """Clause 3.2: a view of a stored value shares its allocation."""
+            """Clauses 3.2 and 2.6: a view of a stored value shares its allocation."""
             side = self._side(data)
             if not side.model:
                 return
@@ -319,7 +319,7 @@ def make_store_machine(
         @precondition(lambda self: any(s.model for s in self.sides))
         @rule(data=st.data())
         def update(self, data):
-            """Clause 1.3: update() takes a mapping or pairs, in order."""
+            """Clause 1.4: update() takes a mapping or pairs, in order."""
             side = self._side(data)
             n = data.draw(st.integers(1, 3), label="n")
             new: dict[Hashable, S.Built] = {}
@@ -342,7 +342,7 @@ def make_store_machine(
         @precondition(lambda self: self.sides)
         @rule(data=st.data())
         def setdefault(self, data):
-            """Clause 1.4: setdefault returns the present value untouched, or stores the default."""
+            """Clause 1.5: setdefault returns the present value untouched, or stores the default."""
             side = self._side(data)
             present = bool(side.model) and data.draw(st.booleans(), label="present")
             key = self._existing(side, data) if present else self._new_key(side, data)
@@ -361,7 +361,7 @@ def make_store_machine(
         @precondition(lambda self: self.sides)
         @rule(data=st.data())
         def rejected_set(self, data):
-            """Clause 1.8: an unhashable key is a TypeError and the mapping is unchanged."""
+            """Clauses 1.14 and 1.15: an unhashable key is a TypeError and the mapping is unchanged."""
             side = self._side(data)
             built = self._build(data)
             before = self._snap(side)
@@ -380,7 +380,7 @@ def make_store_machine(
         @precondition(lambda self: any(s.model for s in self.sides))
         @rule(data=st.data())
         def get(self, data):
-            """Clauses 1.9, 5.1, 6.1, 4.2: exact, refreshes recency, eagerly back on device."""
+            """Clauses 2.1, 5.1, 6.1, 6.2: exact, refreshes recency, eagerly back on device."""
             side = self._side(data)
             if not side.model:
                 return
@@ -403,7 +403,7 @@ def make_store_machine(
         @precondition(lambda self: self.sides)
         @rule(data=st.data(), default=st.sampled_from([None, 0, "default"]))
         def get_with_default(self, data, default):
-            """Clause 1.5: get(missing, d) is d and changes nothing."""
+            """Clause 1.9: get(missing, d) is d and changes nothing."""
             side = self._side(data)
             key = self._new_key(side, data)
             before = self._snap(side)
@@ -413,7 +413,7 @@ def make_store_machine(
         @precondition(lambda self: self.sides)
         @rule(data=st.data())
         def missing_key_errors(self, data):
-            """Clause 1.8: a missing key raises KeyError on get, del and pop, changing nothing."""
+            """Clauses 1.2 and 1.15: a missing key raises KeyError on get, del and pop, changing nothing."""
             side = self._side(data)
             key = self._new_key(side, data)
             before = self._snap(side)
@@ -434,7 +434,7 @@ def make_store_machine(
         @precondition(lambda self: self.sides)
         @rule(data=st.data())
         def look_without_touching(self, data):
-            """Clause 5.2: `in`, len, iteration and inspect neither touch recency nor move data."""
+            """Clause 5.3: `in`, len, iteration and inspect neither touch recency nor move data."""
             side = self._side(data)
             before = self._snap(side)
             self.device.reset_peak()
@@ -459,7 +459,7 @@ def make_store_machine(
         @precondition(lambda self: has("store.pickle") and any(s.model for s in self.sides))
         @rule(data=st.data())
         def pickle_value(self, data):
-            """Clause 5.2 and 12.1: pickling a value round-trips and moves nothing."""
+            """Clauses 5.3 and 13.2: pickling a value round-trips and moves nothing."""
             side = self._side(data)
             if not side.model:
                 return
@@ -481,7 +481,7 @@ def make_store_machine(
             data=st.data(), how=st.sampled_from(["attribute", "arithmetic", "asarray", "function"])
         )
         def use_refreshes_recency(self, data, how):
-            """Clause 5.1: every use of a returned proxy counts as an access."""
+            """Clause 5.2: every use of a returned proxy counts as an access."""
             side = self._side(data)
             if len(side.model) < 2:
                 return
@@ -543,7 +543,7 @@ def make_store_machine(
         @precondition(lambda self: any(s.model for s in self.sides))
         @rule(data=st.data())
         def delete(self, data):
-            """Clause 1.1 and 3.5: del frees every byte in every tier."""
+            """Clauses 1.1 and 3.3: del frees every byte in every tier."""
             side = self._side(data)
             if not side.model:
                 return
@@ -556,7 +556,7 @@ def make_store_machine(
         @precondition(lambda self: any(s.model for s in self.sides))
         @rule(data=st.data(), with_default=st.booleans())
         def pop(self, data, with_default):
-            """Clause 1.2: pop returns the value exactly and forgets the key."""
+            """Clause 1.6: pop returns the value exactly and forgets the key."""
             side = self._side(data)
             if not side.model:
                 return
@@ -571,7 +571,7 @@ def make_store_machine(
         @precondition(lambda self: self.sides)
         @rule(data=st.data())
         def popitem(self, data):
-            """Clause 1.2: popitem returns some stored pair exactly, KeyError when empty."""
+            """Clause 1.7: popitem returns some stored pair exactly, KeyError when empty."""
             side = self._side(data)
             if not side.model:
                 before = self._snap(side)
@@ -594,7 +594,7 @@ def make_store_machine(
         @precondition(lambda self: any(s.model for s in self.sides))
         @rule(data=st.data())
         def clear(self, data):
-            """Clause 1.2 and 3.5: clear() empties every tier."""
+            """Clauses 1.8 and 3.3: clear() empties every tier."""
             side = self._side(data)
             with self._window(side, "clear()"):
                 side.h.store.clear()
@@ -604,7 +604,7 @@ def make_store_machine(
         @precondition(lambda self: any(len(s.model) >= 2 for s in self.sides))
         @rule(data=st.data())
         def iterate_while_mutating(self, data):
-            """Clause 1.6: iteration never yields a key twice and never corrupts the store."""
+            """Clause 1.10: iteration never yields a key twice and never corrupts the store."""
             side = self._side(data)
             if len(side.model) < 2:
                 return
@@ -627,7 +627,7 @@ def make_store_machine(
         @precondition(lambda self: has("store.evict.manual") and self.sides)
         @rule(data=st.data(), frac=st.sampled_from([0.0, 0.01, 0.3, 0.5, 1.0, 2.0]))
         def evict(self, data, frac):
-            """Clauses 4.3 and 5.3: evict(n) frees at least n (LRU first) or everything."""
+            """Clauses 4.7 and 5.4: evict(n) frees at least n (LRU first) or everything."""
             side = self._side(data)
             n = int(frac * limit)
             before = self._snap(side)
@@ -648,7 +648,7 @@ def make_store_machine(
         @precondition(lambda self: has("store.evict.manual") and any(s.model for s in self.sides))
         @rule(data=st.data())
         def spill_everything_and_read_back(self, data):
-            """Clause 1.9: every value comes back exactly through host and disk."""
+            """Clauses 2.1 and 9.1: every value comes back exactly through host and disk."""
             side = self._side(data)
             adapter_evict(adapter, side.h.store, 16 * limit)
             self.check_all()
@@ -663,7 +663,7 @@ def make_store_machine(
         @precondition(lambda self: has("store.external") and self.sides)
         @rule(data=st.data())
         def register_external(self, data):
-            """Clause 7.1: externals are counted and spillable."""
+            """Clauses 7.1 and 7.2: externals are counted and spillable."""
             side = self._side(data)
             built = self._build(data)
             proxy = adapter.register_external(side.h.store, built.value)
@@ -675,7 +675,7 @@ def make_store_machine(
         @precondition(lambda self: has("store.external") and any(s.model for s in self.sides))
         @rule(data=st.data())
         def register_stored_value(self, data):
-            """Clause 7.3: an object both stored and external is counted once."""
+            """Clause 7.4: an object both stored and external is counted once."""
             side = self._side(data)
             if not side.model:
                 return
@@ -695,7 +695,7 @@ def make_store_machine(
         @precondition(lambda self: any(s.externals for s in self.sides))
         @rule(data=st.data())
         def drop_external(self, data):
-            """Clause 7.2: a dropped external is forgotten in whatever tier it is."""
+            """Clause 7.3: a dropped external is forgotten in whatever tier it is."""
             side = self._side(data)
             if not side.externals:
                 return
@@ -728,7 +728,7 @@ def make_store_machine(
         @precondition(lambda self: self.sides)
         @rule(data=st.data())
         def close_and_reopen(self, data):
-            """Clauses 10.1 and 11.1: close() leaves nothing and touches no other store."""
+            """Clauses 11.3 and 11.2: close() leaves nothing and touches no other store."""
             side = self._side(data)
             others = [s for s in self.sides if s is not side]
             files_before = {id(s): files_under(s.h.env.spill_dir) for s in others}
@@ -759,7 +759,7 @@ def make_store_machine(
         # ------------------------------------------------------------ invariants
         @invariant()
         def check_all(self):
-            """Clauses 3.1, 3.3, 3.4, 4.1, 5.3, 9.1 after every step, on every store."""
+            """Clauses 3.1, 3.5, 3.6, 3.7, 4.1, 4.4, 5.5, 9.2 after every step, on every store."""
             for s in self.sides:
                 others = self._others_device(s)
                 snap = s.h.check(s.model, held=others, oversize=self._oversize(s))
@@ -777,7 +777,7 @@ def make_store_machine(
             self._check_files_inside()
 
         def _check_files_inside(self) -> None:
-            """Clause 9.1: whatever the key, spill files stay inside the store's directory."""
+            """Clause 9.2: whatever the key, spill files stay inside the store's directory."""
             if not self.sides:
                 return
             own = tuple(os.path.join(s.h.env.spill_dir, "") for s in self.sides)
@@ -785,7 +785,7 @@ def make_store_machine(
             assert not stray, f"files outside every store's spill_dir: {stray}"
 
         def _check_host_payload(self, side: Side, snap) -> None:
-            """Clause 3.3: host-only values are measured deeply, not by their outer object."""
+            """Clause 3.7: host-only values are measured deeply, not by their outer object."""
             if not has("store.spill.host"):
                 return
             tiers = snap.tiers
@@ -800,7 +800,7 @@ def make_store_machine(
             )
 
         def _check_recency(self, side: Side, snap) -> None:
-            """Clauses 5.1 and 5.3: the device holds the most recently used; host before disk."""
+            """Clauses 5.4 and 5.5: the device holds the most recently used; host before disk."""
             if not has("store.lru.strict"):
                 return
             tiers = snap.tiers

@@ -11,7 +11,16 @@ from conformance.harness import LeakGuard
 from conformance.machines import make_store_machine
 
 
-@conformance_id("STORE-STATE-001")
+@conformance_id(
+    "STORE-STATE-001",
+    clause=(
+        "1.1", "1.2", "1.4", "1.5", "1.6", "1.7", "1.8", "1.9", "1.10", "1.14", "1.15",
+        "2.1", "2.2", "2.3", "2.4", "2.6", "3.1", "3.2", "3.3", "3.5", "3.6", "3.7",
+        "4.1", "4.2", "4.4", "4.7", "5.1", "5.2", "5.3", "5.4", "5.5", "6.1", "6.2",
+        "7.1", "7.2", "7.3", "7.4", "8.1", "9.1", "9.2", "11.1", "11.2", "11.3",
+        "13.1", "13.2",
+    ),
+)  # fmt: skip
 @requires("store")
 def test_store_state_machine(impl, device_kind, tmp_path, hyp_settings):
     """String keys (paths, collisions, long ones), every value shape, every method."""
@@ -21,7 +30,7 @@ def test_store_state_machine(impl, device_kind, tmp_path, hyp_settings):
     guard.check()
 
 
-@conformance_id("STORE-STATE-002")
+@conformance_id("STORE-STATE-002", clause=("1.11", "1.12", "1.13", "9.2"))
 @requires("store")
 def test_store_state_machine_any_keys(impl, device_kind, tmp_path, hyp_settings):
     """The same machine over any hashable key dask uses: 1, 1.0 and True are one key."""
