@@ -372,3 +372,81 @@ def test_finalizers_on_other_threads_do_not_deadlock(harness, conformance_profil
     for k in sorted(keys):
         s[k]
     h.check(keys)
+
+
+@conformance_id("STORE-THREAD-006", clause=("7.5", "12.1", "12.4"))
+@requires("store", "store.external", "store.threadsafe")
+def test_hammer_with_externals_on_every_thread(harness, conformance_profile):
+    """Every thread mixes set, get and delete of its own keys with register_external, handing
+    its externals to the other threads, which drop them (some in reference cycles broken by
+    gc.collect() on that thread). Once the threads stop: no drift between the ledger and
+    inspect, and with every external dropped and every key deleted, nothing is left."""
+    import gc
+    import queue
+
+    h, s = harness, harness.store
+    n_ops = _ops_per_thread(conformance_profile) // 2
+    handoff: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in range(N_THREADS)]
+    models: list[dict] = [{} for _ in range(N_THREADS)]
+    counts = {"registered": 0, "dropped": 0}
+
+    def worker(t):
+        rng = random.Random(600 + t)
+        model = models[t]
+
+        def run():
+            for op in range(n_ops):
+                k = f"t{t}-{rng.randrange(4)}"
+                r = rng.random()
+                if r < 0.3:
+                    n = rng.choice([256, 4096, LIMIT // 4])
+                    s[k] = h.value(n, seed=t * 100_000 + op)
+                    model[k] = (t * 100_000 + op, n)
+                elif r < 0.5 and k in model:
+                    assert value_digest(h.device, s[k]) == seed_digest(*model[k]), f"{k} changed"
+                elif r < 0.6 and k in model:
+                    del s[k]
+                    del model[k]
+                elif r < 0.8:
+                    p = h.adapter.register_external(s, h.value(rng.choice([512, LIMIT // 8]), op))
+                    handoff[(t + 1) % N_THREADS].put(p)
+                    del p
+                    counts["registered"] += 1
+                else:
+                    try:
+                        p = handoff[t].get_nowait()
+                    except queue.Empty:
+                        continue
+                    if rng.random() < 0.3:
+                        cell: list = [p]
+                        cell.append(cell)
+                        del cell
+                    del p
+                    counts["dropped"] += 1
+                    if rng.random() < 0.1:
+                        gc.collect()
+
+        return run
+
+    _run_threads([worker(t) for t in range(N_THREADS)])
+    keys = {k for m in models for k in m}
+    gc.collect()
+    h.check(keys)  # externals still held in the queues: ledger == inspect, limits hold
+    for q in handoff:
+        while not q.empty():
+            q.get_nowait()
+    del q
+    gc.collect()
+    h.check(keys)
+    for m in models:
+        for k, (seed, n) in m.items():
+            assert value_digest(h.device, s[k]) == seed_digest(seed, n)
+    for k in keys:
+        del s[k]
+    gc.collect()
+    snap = h.check(set())
+    assert (snap.device_bytes, snap.host_bytes, snap.disk_bytes) == (0, 0, 0), (
+        f"every external dropped and every key deleted, yet the store still counts {snap} "
+        f"({counts})"
+    )
+    assert h.ledger() == 0, f"{h.ledger():,} device bytes still in use ({counts})"

@@ -170,6 +170,272 @@ class ExternalDiesKeepsHostBytes(_Broken):
         Tracker.forget = forget
 
 
+# ------------------------------------------------------------------ keys
+class _KeyMapped(Wrapped):
+    """The store indexes keys by ``token(key)`` and remembers the key it was given last."""
+
+    def __init__(self, inner, device):
+        super().__init__(inner, device)
+        self.given = {}
+
+    def token(self, key):
+        raise NotImplementedError
+
+    def _tok(self, key):
+        hash(key)  # unhashable keys are still rejected with TypeError
+        return self.token(key)
+
+    def __getitem__(self, key):
+        return self.inner[self._tok(key)]
+
+    def __setitem__(self, key, value):
+        t = self._tok(key)
+        self.inner[t] = value
+        self.given[t] = key
+
+    def __delitem__(self, key):
+        t = self._tok(key)
+        del self.inner[t]
+        self.given.pop(t, None)
+
+    def __iter__(self):
+        return iter([self.given[t] for t in self.inner])
+
+    def __contains__(self, key):
+        try:
+            return self._tok(key) in self.inner
+        except TypeError:
+            return False
+
+
+class _KeyMappedAdapter(_Broken):
+    def inspect(self, store):
+        from conformance.api import Snapshot
+
+        snap = super().inspect(store)
+        back = store.given
+        return Snapshot(
+            {back[t]: tier for t, tier in snap.tiers.items()},
+            snap.device_bytes,
+            snap.host_bytes,
+            snap.disk_bytes,
+            None if snap.lru is None else [back[t] for t in snap.lru],
+        )
+
+
+def _typed_token(key):
+    if isinstance(key, tuple):
+        return ("tuple", tuple(_typed_token(k) for k in key))
+    return (type(key).__name__, key)
+
+
+class _TypedKeys(_KeyMapped):
+    def token(self, key):
+        return _typed_token(key)
+
+
+class KeysTokenizedByType(_KeyMappedAdapter):
+    """Indexes keys by a (type, value) token, as a hashing scheme for file names might: 1,
+    1.0 and True, which Python treats as one key, become three."""
+
+    name = "broken-keys-tokenized-by-type"
+    wrapper = _TypedKeys
+    violates = ("1.12",)
+
+
+class _StrKeys(_KeyMapped):
+    def token(self, key):
+        return str(key)
+
+
+class KeysByStr(_KeyMappedAdapter):
+    """Indexes keys by str(key) (its files are named that way): 1 and "1", ("a",) and
+    "('a',)" become one key."""
+
+    name = "broken-keys-by-str"
+    wrapper = _StrKeys
+    violates = ("1.13",)
+
+
+class _SidecarWrapped(Wrapped):
+    def __init__(self, inner, device):
+        super().__init__(inner, device)
+        self.sidecars = {}
+
+    def _path(self, key):
+        return os.path.join(self.inner.spill_dir, f"{key}.idx")
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        path = self._path(key)
+        with open(path, "w") as f:
+            f.write(type(value).__name__)
+        self.sidecars[key] = (path, os.path.getsize(path))
+
+    def __delitem__(self, key):
+        super().__delitem__(key)
+        path, _ = self.sidecars.pop(key, (None, 0))
+        if path is not None and os.path.exists(path):
+            os.unlink(path)
+
+
+class KeyNamedIndexFiles(_Broken):
+    """Keeps a small index file per key next to its spill files, named f"{key}.idx": a key
+    with '/' or '..' leads it into another directory, or out of spill_dir."""
+
+    name = "broken-key-named-index-files"
+    wrapper = _SidecarWrapped
+    violates = ("9.2", "1.11")
+
+    def inspect(self, store):
+        from conformance.api import Snapshot
+
+        snap = super().inspect(store)
+        extra = sum(n for _p, n in store.sidecars.values())  # it counts its index files
+        return Snapshot(
+            snap.tiers, snap.device_bytes, snap.host_bytes, snap.disk_bytes + extra, snap.lru
+        )
+
+
+# ------------------------------------------------------------------ values and in-place writes
+class _ArrayTypeVariant:
+    """The reference's array handler with one method changed (registered process-wide)."""
+
+    def __init__(self):
+        from reference_impl.store.dispatch import ArrayType
+
+        self.base = ArrayType()
+
+    def allocations(self, obj, device):
+        return self.base.allocations(obj, device)
+
+    def metadata(self, obj):
+        return self.base.metadata(obj)
+
+    def to_host(self, obj, device):
+        return self.base.to_host(obj, device)
+
+    def to_device(self, payload, device):
+        return self.base.to_device(payload, device)
+
+
+def _register(handler):
+    from reference_impl import SimArray
+    from reference_impl.store.dispatch import register_device_type
+
+    register_device_type(SimArray, handler)
+
+
+class _CleanCopyCache(_ArrayTypeVariant):
+    """Keeps the host payload an array was unspilled from: spilling it again is free."""
+
+    def __init__(self):
+        super().__init__()
+        self.clean = {}  # id(device array) -> (weakref to it, the payload it came from)
+
+    def to_device(self, payload, device):
+        obj = self.base.to_device(payload, device)
+        self.clean[id(obj)] = (weakref.ref(obj), payload)
+        return obj
+
+    def to_host(self, obj, device):
+        ref, payload = self.clean.get(id(obj), (None, None))
+        if ref is not None and ref() is obj:
+            return payload  # "unchanged since it came back": in-place writes say otherwise
+        return self.base.to_host(obj, device)
+
+
+class SpillReusesCleanCopy(_Broken):
+    """Re-spilling a value that came back from host reuses the host copy it came from, without
+    noticing the value was written to in place since."""
+
+    name = "broken-spill-reuses-clean-copy"
+    violates = ("13.1",)
+
+    def __init__(self):
+        super().__init__()
+        _register(_CleanCopyCache())
+
+
+class WritesToTransientCopyLost(_Broken):
+    """A value over the limit is used through transient device copies; writes to such a copy
+    are never written back."""
+
+    name = "broken-transient-writes-lost"
+    violates = ("13.1",)
+
+    def __init__(self):
+        super().__init__()
+        from reference_impl.store.hostfile import ProxifyHostFile
+
+        ProxifyHostFile._write_back = lambda self, proxy, detail, obj: None
+
+
+class _NativeOrder(_ArrayTypeVariant):
+    """Spills ``arr.tobytes()`` with ``(shape, dtype.name)``: the name has no byte order."""
+
+    def to_host(self, obj, device):
+        import numpy as np
+
+        from reference_impl.store import serialize
+
+        host = device.to_host(obj)
+        return serialize.dumps(
+            (host.shape, host.dtype.name, np.frombuffer(host.tobytes(), np.uint8))
+        )
+
+    def to_device(self, payload, device):
+        import numpy as np
+
+        from reference_impl.store import serialize
+
+        shape, name, raw = serialize.loads(payload)
+        return device.asarray(np.frombuffer(raw.tobytes(), dtype=np.dtype(name)).reshape(shape))
+
+
+class ByteOrderLost(_Broken):
+    """Spills the raw bytes with the dtype's name, which drops the byte order: a big-endian
+    array comes back little-endian, its values byte-swapped."""
+
+    name = "broken-byte-order-lost"
+    violates = ("2.1",)
+
+    def __init__(self):
+        super().__init__()
+        _register(_NativeOrder())
+
+
+class _RawSpan(_ArrayTypeVariant):
+    """Copies ``nbytes`` bytes from the array's first element (a ``cudaMemcpy`` of the data
+    pointer), ignoring strides: right for contiguous arrays only."""
+
+    def to_host(self, obj, device):
+        import numpy as np
+
+        from reference_impl.store import serialize
+
+        root = obj  # sim device memory is host memory: read it the way a memcpy would
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        whole = np.asarray(root).reshape(-1).view(np.uint8)
+        start = obj.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+        span = whole[start : start + obj.nbytes].copy()
+        span = np.concatenate([span, np.zeros(obj.nbytes - span.size, np.uint8)])
+        return serialize.dumps(span.view(obj.dtype).reshape(obj.shape))
+
+
+class NonContiguousCopiedRaw(_Broken):
+    """Spilling copies a view's nbytes from its first element, ignoring its strides: strided,
+    reversed and transposed views come back with the wrong content."""
+
+    name = "broken-noncontiguous-copied-raw"
+    violates = ("2.1",)
+
+    def __init__(self):
+        super().__init__()
+        _register(_RawSpan())
+
+
 ZOO: dict[str, tuple[type, str]] = {
     "pop_keeps_file": (PopKeepsFile, "STORE-ACCT-004"),
     "clear_device_only": (ClearDeviceOnly, "STORE-ACCT-004"),
@@ -177,5 +443,11 @@ ZOO: dict[str, tuple[type, str]] = {
     "host_values_shallow": (HostValuesMeasuredShallow, "STORE-ACCT-005"),
     "external_dies_keeps_file": (ExternalDiesKeepsFile, "STORE-EXT-005"),
     "external_dies_keeps_host_bytes": (ExternalDiesKeepsHostBytes, "STORE-EXT-005"),
+    "keys_tokenized_by_type": (KeysTokenizedByType, "STORE-KEY-001"),
+    "keys_by_str": (KeysByStr, "STORE-KEY-001"),
+    "key_named_index_files": (KeyNamedIndexFiles, "STORE-KEY-002"),
+    "spill_reuses_clean_copy": (SpillReusesCleanCopy, "STORE-INPLACE-001"),
+    "transient_writes_lost": (WritesToTransientCopyLost, "STORE-INPLACE-001"),
+    "byte_order_lost": (ByteOrderLost, "STORE-VALUE-001"),
+    "noncontiguous_copied_raw": (NonContiguousCopiedRaw, "STORE-VALUE-001"),
 }
-

@@ -184,6 +184,58 @@ class WritesIntoGivenDirectory(_Broken):
         return store
 
 
+# ------------------------------------------------------------------ threads
+class _BypassableLock:
+    """The store's RLock, except on a thread inside register_external."""
+
+    def __init__(self, lock, local):
+        self._lock = lock
+        self._local = local
+
+    def _bypass(self):
+        return getattr(self._local, "bypass", False)
+
+    def __enter__(self):
+        if not self._bypass():
+            self._lock.acquire()
+        return self
+
+    def __exit__(self, *exc):
+        if not self._bypass():
+            self._lock.release()
+        return False
+
+    def acquire(self, blocking=True, timeout=-1):
+        return True if self._bypass() else self._lock.acquire(blocking, timeout)
+
+    def release(self):
+        if not self._bypass():
+            self._lock.release()
+
+
+class RegisterExternalUnlocked(_Broken):
+    """register_external skips the store's lock ("it only adds a weak reference"), so it races
+    with sets, gets, deletes and finalizers on other threads."""
+
+    name = "broken-register-external-unlocked"
+    violates = ("7.5", "12.1")
+
+    def create_store(self, env):
+        import threading
+
+        store = super().create_store(env)
+        store.local = threading.local()
+        store.inner._lock = _BypassableLock(store.inner._lock, store.local)  # private
+        return store
+
+    def register_external(self, store, obj):
+        store.local.bypass = True
+        try:
+            return super().register_external(store, obj)
+        finally:
+            store.local.bypass = False
+
+
 ZOO: dict[str, tuple[type, str]] = {
     "peeks_before_authenticating": (PeeksBeforeAuthenticating, "STORE-INTEG-004"),
     "pickled_spill_unauthenticated": (PickledSpillUnauthenticated, "STORE-INTEG-004"),
@@ -192,4 +244,5 @@ ZOO: dict[str, tuple[type, str]] = {
     "writev_ignores_iov_max": (WritevIgnoresIovMax, "STORE-DISK-009"),
     "disk_bytes_from_directory": (DiskBytesFromDirectory, "STORE-DISK-012"),
     "writes_into_given_directory": (WritesIntoGivenDirectory, "STORE-DISK-012"),
+    "register_external_unlocked": (RegisterExternalUnlocked, "STORE-THREAD-006"),
 }

@@ -1,0 +1,78 @@
+"""In-place writes to a value in use survive its next spill and unspill."""
+
+from __future__ import annotations
+
+from conformance import conformance_id, not_exercised, requires
+from conformance.harness import LIMIT, digest, host_bytes, to_host
+
+N = LIMIT // 3
+
+
+def _push_out(h, key, round_):
+    """Values that push ``key`` off the device; returns the tier it went to."""
+    for i in range(4):
+        h.store[f"pressure-{i}"] = h.value(N, seed=1000 * round_ + i)
+    return h.snapshot().tiers[key]
+
+
+@conformance_id("STORE-INPLACE-001", clause="13.1")
+@requires("store")
+def test_in_place_writes_survive_spill_and_unspill(impl, make_store):
+    """Writes to a value the store handed out (item assignment, an in-place operator, a write
+    through a slice) must be in it after it was spilled and brought back, three times over:
+    written while on the device, written while spilled (the write brings it back), and, for a
+    value larger than the limit (used from host), written through its transient copy."""
+    disk = {"store.limit.host", "store.spill.disk"} <= impl.capabilities
+    h = make_store(host_limit=N + 4096) if disk else make_store()
+    s = h.store
+    want = host_bytes(1, N).copy()
+    s["k"] = h.value(N, seed=1)
+    tiers = set()
+
+    v = s["k"]  # 1. written while on the device
+    v[:8] = 7
+    want[:8] = 7
+    v += 1
+    want += 1
+    v[100:200] *= 2
+    want[100:200] *= 2
+    del v
+    tiers.add(_push_out(h, "k", 1))
+    got = to_host(h.device, s["k"])
+    assert digest(got) == digest(want), (
+        f"writes made on the device were lost by the spill and unspill "
+        f"({int((got != want).sum())} of {N:,} bytes differ)"
+    )
+
+    w = s["k"]  # 2. written while spilled: the write itself brings it back
+    tiers.add(_push_out(h, "k", 2))
+    w[16:24] = 5
+    want[16:24] = 5
+    w -= 3
+    want -= 3
+    del w
+    tiers.add(_push_out(h, "k", 3))
+    got = to_host(h.device, s["k"])
+    assert digest(got) == digest(want), (
+        f"writes made to a spilled value were lost by its next spill and unspill "
+        f"({int((got != want).sum())} of {N:,} bytes differ)"
+    )
+    if tiers == {"device"}:
+        not_exercised(f"k never left the device: {tiers}")
+
+    big_n = LIMIT + N  # 3. over the limit: it lives on host, used through transient copies
+    big_want = host_bytes(2, big_n).copy()
+    s["big"] = h.value(big_n, seed=2)
+    b = s["big"]
+    b[:8] = 9
+    big_want[:8] = 9
+    b += 2
+    big_want += 2
+    del b
+    _push_out(h, "k", 4)
+    got = to_host(h.device, s["big"])
+    assert digest(got) == digest(big_want), (
+        f"writes to a value over the limit were lost ({int((got != big_want).sum())} of "
+        f"{big_n:,} bytes differ)"
+    )
+    h.check(set(s), oversize={"big": big_n})
