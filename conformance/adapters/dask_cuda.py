@@ -25,7 +25,9 @@ once per process, in every table dask-cuda's store path consults:
 * ``dask.sizeof``: ``nbytes`` of the array (what dask-cuda registers for CuPy);
 * ``distributed.protocol`` ``dask_serialize`` / ``dask_deserialize`` (used by
   the device->host spill and, through ``serialize_and_split``, by the "disk"
-  family): frames are a d2h copy (``device.to_host``); deserialising allocates
+  family): the reference's own registration,
+  ``reference_impl.device.dask_hooks.register_dask_serializers`` (defined once,
+  there): frames are a d2h copy (``device.to_host``); deserialising allocates
   on the originating sim device (``device.asarray``), so an unspill goes through
   the device ledger and can trigger the device's OOM handlers.  The "pickle"
   family needs nothing: ``SimArray`` already pickles through its device.  The
@@ -149,9 +151,6 @@ except Exception:  # pragma: no cover
 # sim registration
 _registered = False
 _register_lock = threading.Lock()
-# token -> SimDevice for the devices of stores this adapter created, so a
-# deserialised SimArray goes back to the device it came from.
-_devices: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
 
 
 def _owner(arr: Any) -> Any:
@@ -170,15 +169,10 @@ def register_sim() -> None:
         if _registered:
             return
         mods = _import_dask_cuda()
-        import numpy as np
         from dask.sizeof import sizeof
-        from distributed.protocol import dask_deserialize, dask_serialize
-        from distributed.protocol.numpy import (
-            deserialize_numpy_ndarray,
-            serialize_numpy_ndarray,
-        )
 
-        from reference_impl.device import SimArray, default_sim_device
+        from reference_impl.device import SimArray
+        from reference_impl.device.dask_hooks import register_dask_serializers
 
         pdo, gdmo, ido = mods["pdo"], mods["gdmo"], mods["ido"]
 
@@ -198,26 +192,10 @@ def register_sim() -> None:
         def _sizeof_sim_array(x):
             return int(x.nbytes)
 
-        @dask_serialize.register(SimArray)
-        def _serialize_sim_array(x):
-            device = x.device
-            if device is None:  # a detached SimArray: plain host data
-                header, frames = serialize_numpy_ndarray(x.view(np.ndarray))
-                header["sim-device"] = None
-                return header, frames
-            header, frames = serialize_numpy_ndarray(device.to_host(x))
-            header["sim-device"] = device.token
-            _devices.setdefault(device.token, device)
-            return header, frames
-
-        @dask_deserialize.register(SimArray)
-        def _deserialize_sim_array(header, frames):
-            host = deserialize_numpy_ndarray(header, frames)
-            token = header.get("sim-device")
-            if token is None:
-                return host
-            device = _devices.get(token) or default_sim_device()
-            return device.asarray(host)
+        # The "dask" family serializers are the reference's own (one definition,
+        # reference_impl/device/dask_hooks.py); already registered by the first
+        # SimDevice, called here for clarity (idempotent).
+        register_dask_serializers()
 
         _registered = True
 
@@ -327,7 +305,6 @@ class DaskCudaAdapter:
         device = env.device
         if getattr(device, "kind", None) == "sim":
             register_sim()
-            _devices[device.token] = device
         elif getattr(device, "kind", None) != "cuda":
             raise TypeError(f"dask-cuda adapter: unsupported device {device!r}")
 
