@@ -2,7 +2,15 @@
 # Quickstart 2: the full test suite (library tests, meta tests, conformance on sim) plus ruff.
 set -euo pipefail
 source "$(dirname "$0")/bootstrap.sh"
-export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}"
+# One hypothesis profile for both runs (defined in conformance/profiles.py), named by
+# HYPOTHESIS_PROFILE or CONFORMANCE_PROFILE (the conformance plugin's variable); default ci.
+if [[ -n "${HYPOTHESIS_PROFILE:-}" && -n "${CONFORMANCE_PROFILE:-}" \
+      && "$HYPOTHESIS_PROFILE" != "$CONFORMANCE_PROFILE" ]]; then
+    echo "ci/test.sh: HYPOTHESIS_PROFILE=$HYPOTHESIS_PROFILE and CONFORMANCE_PROFILE=$CONFORMANCE_PROFILE differ" >&2
+    exit 2
+fi
+export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-${CONFORMANCE_PROFILE:-ci}}"
+export CONFORMANCE_PROFILE="$HYPOTHESIS_PROFILE"
 python -m ruff check .
 python -m pytest tests -n 2 "$@"
 python -m pytest conformance --impl=reference --device=sim "$@"
