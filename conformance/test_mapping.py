@@ -144,3 +144,44 @@ def test_stores_are_isolated(make_store):
     assert value_digest(h2.device, h2.store["k0"]) == seed_digest(99, 100)
     assert value_digest(h1.device, h1.store["k0"]) == seed_digest(0, LIMIT // 2)
     assert h2.snapshot().device_bytes == 100
+
+
+@conformance_id("STORE-MAP-009", clause=("1.10", "1.1"))
+@requires("store")
+def test_mutating_while_iterating(harness):
+    """While iterating, delete the key just yielded, delete one not yet yielded, or add a key.
+    The iteration either raises RuntimeError or yields every key present throughout exactly
+    once and nothing that was never there; either way the store stays consistent."""
+    h, s = harness, harness.store
+    outcomes = []
+    for case in ("delete the key just yielded", "delete a later key", "add a key"):
+        keys = [f"k{i}" for i in range(6)]
+        for i, k in enumerate(keys):
+            s[k] = h.value(LIMIT // 8, seed=i)
+        it = iter(s)
+        seen = [next(it)]
+        if case == "delete the key just yielded":
+            gone = {seen[0]}
+        elif case == "delete a later key":
+            gone = {next(k for k in reversed(keys) if k != seen[0])}
+        else:
+            gone = set()
+            s["new"] = h.value(10, seed=99)
+        for k in gone:
+            del s[k]
+        try:
+            seen += list(it)
+        except RuntimeError:
+            outcomes.append(f"{case}: RuntimeError")
+        else:
+            outcomes.append(f"{case}: completed")
+            throughout = set(keys) - gone
+            assert len(seen) == len(set(seen)), f"{case}: a key was yielded twice: {seen}"
+            assert set(seen) <= set(keys) | {"new"}, f"{case}: unknown keys yielded: {seen}"
+            missed = sorted(throughout - set(seen))
+            assert not missed, f"{case}: keys present throughout were skipped: {missed}"
+        now = (set(keys) - gone) | ({"new"} if case == "add a key" else set())
+        h.check(now)
+        for k in now:
+            del s[k]
+        h.check(set())

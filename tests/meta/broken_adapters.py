@@ -28,6 +28,7 @@ class AliasTwice(_Broken):
     """Counts every key's allocation, so an alias is counted twice."""
 
     name = "broken-alias-twice"
+    violates = ("3.2",)
 
     def inspect(self, store):
         snap = super().inspect(store)
@@ -48,6 +49,7 @@ class KeepsExternals(_Broken):
     """Never forgets externals: keeps a strong reference to each one."""
 
     name = "broken-keeps-externals"
+    violates = ("7.3",)
 
     def register_external(self, store, obj):
         proxy = super().register_external(store, obj)
@@ -67,6 +69,7 @@ class EvictsMostRecent(_Broken):
     """Evicts the most recently used value first (recency inverted after every put)."""
 
     name = "broken-evicts-mru"
+    violates = ("5.4",)
     wrapper = _MRUWrapped
 
 
@@ -86,6 +89,7 @@ class NoRecencyOnAccess(_Broken):
     """Access does not count as use."""
 
     name = "broken-no-recency"
+    violates = ("5.1",)
     wrapper = _NoTouchWrapped
 
 
@@ -107,6 +111,7 @@ class LeaksSpillFiles(_Broken):
     """Leaves a copy of the spill files behind when a key is deleted."""
 
     name = "broken-leaks-files"
+    violates = ("9.4",)
     wrapper = _LeakyWrapped
 
 
@@ -127,6 +132,7 @@ class UnspillWithoutRoom(_Broken):
     """Unspills without making room first (or after)."""
 
     name = "broken-unspill-no-room"
+    violates = ("4.1",)
     wrapper = _NoRoomWrapped
 
 
@@ -143,6 +149,7 @@ class SkipsHmac(_Broken):
     """Never checks the HMAC of spill files (process-wide patch: run it alone)."""
 
     name = "broken-skips-hmac"
+    violates = ("10.1",)
 
     def __init__(self):
         super().__init__()
@@ -172,6 +179,7 @@ class LosesKeyOnFullDisk(_Broken):
     """Drops a value when the disk is full."""
 
     name = "broken-loses-on-full-disk"
+    violates = ("9.6",)
     wrapper = _LosingWrapped
 
 
@@ -194,6 +202,7 @@ class NoLock(_Broken):
     """The store has no lock (private attribute replaced)."""
 
     name = "broken-no-lock"
+    violates = ("12.1",)
 
     def create_store(self, env):
         store = super().create_store(env)
@@ -209,6 +218,7 @@ class ClassLevelLock(_Broken):
     """Every store shares one lock (like a class attribute)."""
 
     name = "broken-class-lock"
+    violates = ("12.2",)
 
     def create_store(self, env):
         store = super().create_store(env)
@@ -221,6 +231,7 @@ class WrongHostBytes(_Broken):
     """Reports host bytes wrongly (half of them)."""
 
     name = "broken-host-bytes"
+    violates = ("3.4",)
 
     def inspect(self, store):
         snap = super().inspect(store)
@@ -234,6 +245,7 @@ class IgnoresHostLimit(_Broken):
     """Ignores the host limit."""
 
     name = "broken-ignores-host-limit"
+    violates = ("4.4",)
 
     def create_store(self, env):
         from dataclasses import replace
@@ -246,6 +258,7 @@ class OomSkipsHostLimit(_OwnOom):
     """Spill on demand moves values to host but never cascades host -> disk (dask-cuda)."""
 
     name = "broken-oom-no-cascade"
+    violates = ("8.4",)
     cascade = False
 
 
@@ -254,6 +267,7 @@ class OomHandlerOutlivesStore(_OwnOom):
     """close_store() leaves the store's OOM handler registered on the device."""
 
     name = "broken-oom-handler-outlives-store"
+    violates = ("11.4",)
     remove_on_close = False
 
 
@@ -263,6 +277,7 @@ class OomHandlerRaises(_OwnOom):
     memory_limit=None), instead of letting the device raise its MemoryError."""
 
     name = "broken-oom-handler-raises"
+    violates = ("8.3",)
     raise_when_empty = True
 
 

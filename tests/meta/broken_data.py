@@ -436,6 +436,400 @@ class NonContiguousCopiedRaw(_Broken):
         _register(_RawSpan())
 
 
+# ------------------------------------------------------------------ the mapping contract
+class _OrderListWrapped(Wrapped):
+    def __init__(self, inner, device):
+        super().__init__(inner, device)
+        self.order = []
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        if key not in self.order:
+            self.order.append(key)
+
+    def __iter__(self):
+        return iter(list(self.order))  # del never takes a key out of this list
+
+
+class IterationKeepsDeletedKeys(_Broken):
+    """Keeps an insertion-order list for iteration; __delitem__ forgets to update it, so
+    iteration and keys() still yield deleted keys."""
+
+    name = "broken-iteration-keeps-deleted-keys"
+    wrapper = _OrderListWrapped
+    violates = ("1.1",)
+
+
+class _NoneForMissingWrapped(Wrapped):
+    def __getitem__(self, key):
+        if key not in self.inner:
+            return None  # dict.get semantics where KeyError is due
+        return self.inner[key]
+
+
+class MissingKeyReturnsNone(_Broken):
+    """store[missing] returns None instead of raising KeyError."""
+
+    name = "broken-missing-key-returns-none"
+    wrapper = _NoneForMissingWrapped
+    violates = ("1.2",)
+
+
+class _KeepsPreviousWrapped(Wrapped):
+    def __setitem__(self, key, value):
+        if key in self.inner and self.inner.tier_of(key) == "device":
+            from reference_impl.store.proxy import ProxyObject, _use
+
+            old = self.inner[key]
+            if type(old) is ProxyObject:
+                self.kept.append(_use(old))  # the device buffer itself, not the proxy
+        super().__setitem__(key, value)
+
+
+class OverwriteKeepsPrevious(_Broken):
+    """Overwriting a key keeps the previous device buffer in a 'previous value' slot (for a
+    rollback that never comes): the old bytes are never released."""
+
+    name = "broken-overwrite-keeps-previous"
+    wrapper = _KeepsPreviousWrapped
+    violates = ("1.3",)
+
+
+class _ValidatingUpdateWrapped(Wrapped):
+    def update(self, other=(), /, **kw):
+        items = other.items() if hasattr(other, "items") else other
+        for k, _v in items:  # validate every key first ...
+            hash(k)
+        for k, v in items:  # ... then store: an iterator is already exhausted
+            self[k] = v
+        for k, v in kw.items():
+            self[k] = v
+
+
+class UpdateReadsIteratorTwice(_Broken):
+    """update() validates every key in a first pass and stores in a second: given an iterator
+    of pairs, the second pass finds it exhausted and stores nothing."""
+
+    name = "broken-update-reads-iterator-twice"
+    wrapper = _ValidatingUpdateWrapped
+    violates = ("1.4",)
+
+
+class _SetdefaultWrapped(Wrapped):
+    def setdefault(self, key, default=None):
+        self[key] = default  # "set the default" even when the key is there
+        return default
+
+
+class SetdefaultOverwrites(_Broken):
+    """setdefault(k, d) stores d even when k is present."""
+
+    name = "broken-setdefault-overwrites"
+    wrapper = _SetdefaultWrapped
+    violates = ("1.5",)
+
+
+class _GetStoresWrapped(Wrapped):
+    def get(self, key, default=None):
+        return self.setdefault(key, default)  # setdefault where get was meant
+
+
+class GetStoresDefault(_Broken):
+    """get(k, d) is implemented with setdefault: a missing key gets d stored under it."""
+
+    name = "broken-get-stores-default"
+    wrapper = _GetStoresWrapped
+    violates = ("1.9",)
+
+
+def _hashable(key):
+    if isinstance(key, list):
+        return tuple(_hashable(k) for k in key)
+    if isinstance(key, set):
+        return frozenset(key)
+    if isinstance(key, dict):
+        return tuple(sorted((k, _hashable(v)) for k, v in key.items()))
+    return key
+
+
+class _ConvertingKeysWrapped(Wrapped):
+    def __setitem__(self, key, value):
+        super().__setitem__(_hashable(key), value)
+
+    def __getitem__(self, key):
+        return self.inner[_hashable(key)]
+
+
+class UnhashableKeysConverted(_Broken):
+    """Converts unhashable keys (lists, sets, dicts) to tuples instead of rejecting them."""
+
+    name = "broken-unhashable-keys-converted"
+    wrapper = _ConvertingKeysWrapped
+    violates = ("1.14",)
+
+
+class _PendingWrapped(Wrapped):
+    def __setitem__(self, key, value):
+        self.kept.append(value)  # staged before the key is checked ...
+        super().__setitem__(key, value)
+        self.kept.pop()  # ... and unstaged on success only
+
+
+class RejectedSetKeepsValue(_Broken):
+    """A set stages the value before checking the key; when the key is rejected, the staged
+    value is never dropped: a failed set still holds device memory."""
+
+    name = "broken-rejected-set-keeps-value"
+    wrapper = _PendingWrapped
+    violates = ("1.15",)
+
+
+# ------------------------------------------------------------------ values, accounting, externals
+def _plain_tuples(value):
+    if isinstance(value, tuple):
+        return tuple(_plain_tuples(v) for v in value)  # a namedtuple loses its class
+    if isinstance(value, list):
+        return [_plain_tuples(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain_tuples(v) for k, v in value.items()}
+    return value
+
+
+class _PlainTuplesWrapped(Wrapped):
+    def __getitem__(self, key):
+        return _plain_tuples(self.inner[key])
+
+
+class NamedtuplesComeBackAsTuples(_Broken):
+    """Rebuilds every tuple in a value with ``tuple(items)``: a namedtuple comes back as a
+    plain tuple."""
+
+    name = "broken-namedtuples-as-tuples"
+    wrapper = _PlainTuplesWrapped
+    violates = ("2.4",)
+
+
+class _FlatShape(_ArrayTypeVariant):
+    """Restores with ``reshape(meta['shape'] or (-1,))``: the 0-d shape () is falsy."""
+
+    def to_device(self, payload, device):
+        from reference_impl.store import serialize
+
+        host = serialize.loads(payload)
+        return device.asarray(host.reshape(host.shape or (-1,)))
+
+
+class ZeroDimComesBackOneDim(_Broken):
+    """A 0-d array comes back with shape (1,)."""
+
+    name = "broken-0d-comes-back-1d"
+    violates = ("2.3",)
+
+    def __init__(self):
+        super().__init__()
+        _register(_FlatShape())
+
+
+class _COrder(_ArrayTypeVariant):
+    def to_device(self, payload, device):
+        import numpy as np
+
+        from reference_impl.store import serialize
+
+        return device.asarray(np.ascontiguousarray(serialize.loads(payload)))
+
+
+class FortranComesBackC(_Broken):
+    """Unspill allocates every array C-ordered: a Fortran-ordered array comes back C-ordered."""
+
+    name = "broken-fortran-comes-back-c"
+    violates = ("2.2",)
+
+    def __init__(self):
+        super().__init__()
+        _register(_COrder())
+
+
+class _HostToDeviceWrapped(Wrapped):
+    def __setitem__(self, key, value):
+        import numpy as np
+
+        if isinstance(value, np.ndarray) and not self.device.is_device_array(value):
+            value = self.device.asarray(value)  # "array-like data belongs on the GPU"
+        super().__setitem__(key, value)
+
+
+class HostArraysMovedToDevice(_Broken):
+    """Moves every numpy array it is given onto the device, host-only values included."""
+
+    name = "broken-host-arrays-to-device"
+    wrapper = _HostToDeviceWrapped
+    violates = ("2.5",)
+
+
+class _ViewAsBaseWrapped(Wrapped):
+    def __setitem__(self, key, value):
+        import numpy as np
+
+        if self.device.is_device_array(value):
+            root = value
+            while isinstance(root.base, type(value)):
+                root = root.base
+            value = root  # dedup by allocation: the view is replaced by what it views
+            assert isinstance(value, np.ndarray)
+        super().__setitem__(key, value)
+
+
+class ViewStoredAsItsBase(_Broken):
+    """Deduplicates by allocation so eagerly that a view is stored as the whole array it
+    views: store['view'] comes back as its base."""
+
+    name = "broken-view-stored-as-base"
+    wrapper = _ViewAsBaseWrapped
+    violates = ("2.6",)
+
+
+class DeviceBytesRounded(_Broken):
+    """Reports device bytes rounded up to the allocator's 256-byte granularity, which the
+    device's own ledger does not do."""
+
+    name = "broken-device-bytes-rounded"
+    violates = ("3.1",)
+
+    def inspect(self, store):
+        from conformance.api import Snapshot
+
+        snap = super().inspect(store)
+        allocs = {
+            store.allocs[k] for k, t in snap.tiers.items() if t == "device" and k in store.allocs
+        }
+        rounded = sum(-(-n // 256) * 256 for _aid, n in allocs)
+        exact = sum(n for _aid, n in allocs)
+        return Snapshot(
+            snap.tiers,
+            snap.device_bytes + rounded - exact,
+            snap.host_bytes,
+            snap.disk_bytes,
+            snap.lru,
+        )
+
+
+class TinyValuesMissingFromTiers(_Broken):
+    """Values under 64 bytes live in a small-object dict that inspect() forgets to list."""
+
+    name = "broken-tiny-values-not-in-tiers"
+    violates = ("3.6",)
+
+    def inspect(self, store):
+        from conformance.api import Snapshot
+
+        snap = super().inspect(store)
+        tiers = {k: t for k, t in snap.tiers.items() if store.sizes.get(k, 64) >= 64}
+        lru = None if snap.lru is None else [k for k in snap.lru if k in tiers]
+        return Snapshot(tiers, snap.device_bytes, snap.host_bytes, snap.disk_bytes, lru)
+
+
+class ExternalsNotTracked(_Broken):
+    """register_external returns the object as it is, untracked: externals never count."""
+
+    name = "broken-externals-not-tracked"
+    violates = ("7.1",)
+
+    def register_external(self, store, obj):
+        return obj
+
+
+class ExternalsPinned(_Broken):
+    """Externals are counted but pinned to the device: the store never spills them."""
+
+    name = "broken-externals-pinned"
+    violates = ("7.2",)
+
+    def create_store(self, env):
+        store = super().create_store(env)
+        store.pinned = []
+        return store
+
+    def register_external(self, store, obj):
+        store.pinned.append(weakref.ref(obj))
+        return obj
+
+    def inspect(self, store):
+        from conformance.api import Snapshot
+
+        snap = super().inspect(store)
+        live = {store.device.allocation_of(o) for r in store.pinned if (o := r()) is not None}
+        return Snapshot(
+            snap.tiers,
+            snap.device_bytes + sum(n for _aid, n in live),
+            snap.host_bytes,
+            snap.disk_bytes,
+            snap.lru,
+        )
+
+
+class ExternalIsCopied(_Broken):
+    """register_external tracks a device copy of the object (so that the caller's writes do
+    not affect the store): an object both stored and registered is held twice."""
+
+    name = "broken-external-is-copied"
+    violates = ("7.4",)
+
+    def register_external(self, store, obj):
+        if store.device.is_device_array(obj):
+            obj = obj.copy()
+        return super().register_external(store, obj)
+
+
+class PickledAsHostArray(_Broken):
+    """A value the store hands out pickles as its host copy: it unpickles as a numpy array,
+    no longer a device array."""
+
+    name = "broken-pickled-as-host-array"
+    violates = ("13.2",)
+
+    def __init__(self):
+        super().__init__()
+        import numpy as np
+
+        from reference_impl.store import proxy as P
+
+        def __reduce__(self):
+            return np.asarray, (P._get_detail(self).device.to_host(P._use(self)),)
+
+        P.ProxyObject.__reduce__ = __reduce__
+
+
+class _PositionalIterWrapped(Wrapped):
+    def __init__(self, inner, device):
+        super().__init__(inner, device)
+        self.keylist = []
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        if key not in self.keylist:
+            self.keylist.append(key)
+
+    def __delitem__(self, key):
+        super().__delitem__(key)
+        self.keylist.remove(key)
+
+    def __iter__(self):
+        i = 0
+        while i < len(self.keylist):  # by position in a live list: a delete shifts the rest
+            yield self.keylist[i]
+            i += 1
+
+
+class IterationByPosition(_Broken):
+    """Iterates over a live list of keys by position: deleting a key already yielded shifts
+    the rest, and the next key is silently skipped."""
+
+    name = "broken-iteration-by-position"
+    wrapper = _PositionalIterWrapped
+    violates = ("1.10",)
+
+
 ZOO: dict[str, tuple[type, str]] = {
     "pop_keeps_file": (PopKeepsFile, "STORE-ACCT-004"),
     "clear_device_only": (ClearDeviceOnly, "STORE-ACCT-004"),
@@ -450,4 +844,24 @@ ZOO: dict[str, tuple[type, str]] = {
     "transient_writes_lost": (WritesToTransientCopyLost, "STORE-INPLACE-001"),
     "byte_order_lost": (ByteOrderLost, "STORE-VALUE-001"),
     "noncontiguous_copied_raw": (NonContiguousCopiedRaw, "STORE-VALUE-001"),
+    "iteration_keeps_deleted_keys": (IterationKeepsDeletedKeys, "STORE-MAP-001"),
+    "missing_key_returns_none": (MissingKeyReturnsNone, "STORE-MAP-001"),
+    "overwrite_keeps_previous": (OverwriteKeepsPrevious, "STORE-MAP-002"),
+    "update_reads_iterator_twice": (UpdateReadsIteratorTwice, "STORE-MAP-003"),
+    "setdefault_overwrites": (SetdefaultOverwrites, "STORE-MAP-003"),
+    "get_stores_default": (GetStoresDefault, "STORE-MAP-003"),
+    "unhashable_keys_converted": (UnhashableKeysConverted, "STORE-MAP-005"),
+    "rejected_set_keeps_value": (RejectedSetKeepsValue, "STORE-MAP-005"),
+    "namedtuples_as_tuples": (NamedtuplesComeBackAsTuples, "STORE-VALUE-003"),
+    "zero_dim_comes_back_1d": (ZeroDimComesBackOneDim, "STORE-VALUE-001"),
+    "fortran_comes_back_c": (FortranComesBackC, "STORE-VALUE-002"),
+    "host_arrays_to_device": (HostArraysMovedToDevice, "STORE-MAP-007"),
+    "view_stored_as_base": (ViewStoredAsItsBase, "STORE-ALIAS-002"),
+    "device_bytes_rounded": (DeviceBytesRounded, "STORE-ACCT-001"),
+    "tiny_values_not_in_tiers": (TinyValuesMissingFromTiers, "STORE-ACCT-001"),
+    "externals_not_tracked": (ExternalsNotTracked, "STORE-EXT-001"),
+    "externals_pinned": (ExternalsPinned, "STORE-EXT-003"),
+    "external_is_copied": (ExternalIsCopied, "STORE-EXT-004"),
+    "pickled_as_host_array": (PickledAsHostArray, "STORE-PICKLE-001"),
+    "iteration_by_position": (IterationByPosition, "STORE-MAP-009"),
 }

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pickle
 import struct
 
-from broken_base import _Broken
+from broken_base import Wrapped, _Broken
 
 _U64 = struct.Struct("<Q")
 
@@ -236,6 +236,218 @@ class RegisterExternalUnlocked(_Broken):
             store.local.bypass = False
 
 
+# ------------------------------------------------------------------ the rest of disk, integrity
+class UnflushedTail(_Broken):
+    """Writes spill files through a buffered writer that is not flushed before the value is
+    read back: the last partial 8 KiB buffer never reaches the file."""
+
+    name = "broken-unflushed-tail"
+    violates = ("9.1",)
+
+    def __init__(self):
+        super().__init__()
+        import os
+
+        from reference_impl.store.disk import SpillDir
+
+        real = SpillDir.write
+
+        def write(self, payload):
+            file = real(self, payload)
+            size = os.path.getsize(file.path)
+            os.truncate(file.path, size - size % 8192)
+            return file
+
+        SpillDir.write = write
+
+
+class _WorldReadableWrapped(Wrapped):
+    def __setitem__(self, key, value):
+        import os
+
+        super().__setitem__(key, value)
+        for root, _dirs, files in os.walk(self.inner.spill_dir):
+            os.chmod(root, 0o755)  # open() and makedirs() with the default umask
+            for fn in files:
+                os.chmod(os.path.join(root, fn), 0o644)
+
+
+class SpillFilesWorldReadable(_Broken):
+    """Creates spill files with open(path, 'wb') and the directory with os.makedirs: modes
+    follow the umask (0644 and 0755), so other users can read spilled data."""
+
+    name = "broken-spill-files-world-readable"
+    wrapper = _WorldReadableWrapped
+    violates = ("9.3",)
+
+
+class OneTransferCall(_Broken):
+    """Calls writev/readv once per file and trusts it to move everything: a short transfer
+    silently truncates the file (or the value read back)."""
+
+    name = "broken-one-transfer-call"
+    violates = ("9.7",)
+
+    def __init__(self):
+        super().__init__()
+        from reference_impl.store import disk
+
+        def _transfer_all(call, fd, buffers, on_zero):
+            views = [memoryview(b).cast("B") for b in buffers if memoryview(b).nbytes]
+            return call(fd, views[: disk.IOV_MAX]) if views else 0
+
+        disk._transfer_all = _transfer_all
+
+
+class _VagueErrorWrapped(Wrapped):
+    def __getitem__(self, key):
+        try:
+            return self.inner[key]
+        except KeyError:
+            raise
+        except Exception:
+            raise OSError("a spill file could not be read back") from None
+
+
+class ReadErrorDoesNotNameKey(_Broken):
+    """Turns every error reading a spill file into a generic OSError that does not say
+    which key was lost."""
+
+    name = "broken-read-error-names-no-key"
+    wrapper = _VagueErrorWrapped
+    violates = ("10.2", "10.1")
+
+
+class _DropDiskOnErrorWrapped(Wrapped):
+    def __getitem__(self, key):
+        try:
+            return self.inner[key]
+        except KeyError:
+            raise
+        except Exception:
+            tiers = self.inner.snapshot().tiers
+            for k, t in tiers.items():
+                if t == "disk" and k != key:
+                    del self.inner[k]  # "the disk tier cannot be trusted any more"
+            raise
+
+
+class ReadErrorDropsDiskTier(_Broken):
+    """After one damaged spill file, drops every value on disk, not just the damaged one."""
+
+    name = "broken-read-error-drops-disk-tier"
+    wrapper = _DropDiskOnErrorWrapped
+    violates = ("10.6",)
+
+
+# ------------------------------------------------------------------ isolation and threads
+class ClassLevelDeviceBytes(_Broken):
+    """Keeps the device byte total as a class attribute: every store reports the sum over
+    all stores on the device."""
+
+    name = "broken-class-level-device-bytes"
+    violates = ("11.1",)
+    stores: list = []
+
+    def create_store(self, env):
+        store = super().create_store(env)
+        ClassLevelDeviceBytes.stores.append(store)
+        return store
+
+    def inspect(self, store):
+        from conformance.api import Snapshot
+
+        snap = super().inspect(store)
+        total = 0
+        for other in ClassLevelDeviceBytes.stores:
+            if other is store:
+                total += snap.device_bytes
+            elif not other.inner._closed:
+                total += other.inner.snapshot().device_bytes
+        return Snapshot(snap.tiers, total, snap.host_bytes, snap.disk_bytes, snap.lru)
+
+    def close_store(self, store):
+        super().close_store(store)
+        ClassLevelDeviceBytes.stores.remove(store)
+
+
+class _UnlockedDeleteWrapped(Wrapped):
+    def __delitem__(self, key):
+        self.local.bypass = True
+        try:
+            super().__delitem__(key)
+        finally:
+            self.local.bypass = False
+
+
+class DeleteUnlocked(_Broken):
+    """Optimistic concurrency gone wrong: __delitem__ takes no lock ("a dict pop is atomic"),
+    and a spill works on its own snapshot of the entries it moves and writes them back when it
+    commits, so a key deleted while it was being spilled comes back."""
+
+    name = "broken-delete-unlocked"
+    wrapper = _UnlockedDeleteWrapped
+    violates = ("12.3",)
+
+    def __init__(self):
+        super().__init__()
+        from reference_impl.store.tiers import TierMover
+        from reference_impl.store.units import Entry
+
+        real = TierMover.spill_to_host
+
+        def spill_to_host(self, group):
+            moving = [u for u in group if isinstance(u, Entry)]
+            real(self, group)
+            for entry in moving:  # commit the snapshot: what was deleted meanwhile is back
+                self.index.entries.setdefault(entry.key, entry)
+
+        TierMover.spill_to_host = spill_to_host
+
+    def create_store(self, env):
+        import threading
+
+        store = super().create_store(env)
+        store.local = threading.local()
+        store.inner._lock = _BypassableLock(store.inner._lock, store.local)  # private
+        return store
+
+
+class FinalizerTakesRegistryLock(_Broken):
+    """Externals live in a registry guarded by a plain Lock that register_external holds; each
+    external's finalizer takes the same lock to unregister. A collection that runs inside
+    register_external (on that thread) finalizes an external there: it waits for itself."""
+
+    name = "broken-finalizer-takes-registry-lock"
+    violates = ("12.4",)
+
+    def create_store(self, env):
+        import threading
+
+        store = super().create_store(env)
+        store.registry_lock = threading.Lock()
+        store.registry = {}
+        return store
+
+    def register_external(self, store, obj):
+        import gc
+        import weakref
+
+        lock = store.registry_lock
+        with lock:
+            gc.collect()  # (any allocation may run the collector here)
+            proxy = super().register_external(store, obj)
+            token = id(proxy)
+            store.registry[token] = True
+
+        def unregister(_lock=lock, _reg=store.registry, _token=token):
+            with _lock:
+                _reg.pop(_token, None)
+
+        weakref.finalize(proxy, unregister)
+        return proxy
+
+
 ZOO: dict[str, tuple[type, str]] = {
     "peeks_before_authenticating": (PeeksBeforeAuthenticating, "STORE-INTEG-004"),
     "pickled_spill_unauthenticated": (PickledSpillUnauthenticated, "STORE-INTEG-004"),
@@ -245,4 +457,12 @@ ZOO: dict[str, tuple[type, str]] = {
     "disk_bytes_from_directory": (DiskBytesFromDirectory, "STORE-DISK-012"),
     "writes_into_given_directory": (WritesIntoGivenDirectory, "STORE-DISK-012"),
     "register_external_unlocked": (RegisterExternalUnlocked, "STORE-THREAD-006"),
+    "unflushed_tail": (UnflushedTail, "STORE-DISK-001"),
+    "spill_files_world_readable": (SpillFilesWorldReadable, "STORE-DISK-005"),
+    "one_transfer_call": (OneTransferCall, "STORE-DISK-010"),
+    "read_error_names_no_key": (ReadErrorDoesNotNameKey, "STORE-INTEG-002"),
+    "read_error_drops_disk_tier": (ReadErrorDropsDiskTier, "STORE-INTEG-001"),
+    "class_level_device_bytes": (ClassLevelDeviceBytes, "STORE-MAP-008"),
+    "delete_unlocked": (DeleteUnlocked, "STORE-THREAD-004"),
+    "finalizer_takes_registry_lock": (FinalizerTakesRegistryLock, "STORE-THREAD-005"),
 }

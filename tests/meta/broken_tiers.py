@@ -375,6 +375,113 @@ class CloseRemovesSpillDir(_Broken):
         shutil.rmtree(store.given_dir, ignore_errors=True)
 
 
+# ------------------------------------------------------------------ the rest of limits, recency, unspill
+class _NoOversizeCaseWrapped(Wrapped):
+    def __setitem__(self, key, value):
+        n = int(getattr(value, "nbytes", 0) or 0)
+        if n > self.inner.device_memory_limit:
+            self.inner.evict(1 << 62)  # make room as for any value: everything else goes
+        super().__setitem__(key, value)
+
+
+class OverLimitValueEvictsOthers(_Broken):
+    """No special case for a value over the limit: storing it first evicts everything else,
+    then the value goes to host anyway (dask-cuda's behaviour)."""
+
+    name = "broken-over-limit-evicts-others"
+    wrapper = _NoOversizeCaseWrapped
+    violates = ("4.3",)
+
+
+class NegativeLimitClamped(_Broken):
+    """A negative device limit is clamped to 0 (``max(0, limit)``) instead of rejected."""
+
+    name = "broken-negative-limit-clamped"
+    violates = ("4.6",)
+
+    def create_store(self, env):
+        from dataclasses import replace
+
+        if isinstance(env.device_limit, int) and env.device_limit < 0:
+            env = replace(env, device_limit=0)
+        return super().create_store(env)
+
+
+class EvictWithoutTheCapability(_Broken):
+    """Does not declare store.evict.manual, yet its evict() spills (an undocumented method
+    that callers cannot rely on, and that changes the store)."""
+
+    name = "broken-evict-undeclared"
+    violates = ("4.8",)
+    capabilities = _Broken.capabilities - {"store.evict.manual"}
+
+
+class LruReportedNewestFirst(_Broken):
+    """inspect() reports lru most recently used first."""
+
+    name = "broken-lru-newest-first"
+    violates = ("5.5",)
+
+    def inspect(self, store):
+        from conformance.api import Snapshot
+
+        snap = super().inspect(store)
+        lru = None if snap.lru is None else list(reversed(snap.lru))
+        return Snapshot(snap.tiers, snap.device_bytes, snap.host_bytes, snap.disk_bytes, lru)
+
+
+class _HostCopyWrapped(Wrapped):
+    def __getitem__(self, key):
+        if self.inner.tier_of(key) == "device":
+            return self.inner[key]
+        value = self.inner[key]
+        if self.device.is_device_array(value):
+            return self.device.to_host(value)  # "it was on host anyway": the host copy
+        return value
+
+
+class SpilledValueHandedOutOnHost(_Broken):
+    """A spilled array is handed out as a host (numpy) array, not as a device array."""
+
+    name = "broken-spilled-handed-out-on-host"
+    wrapper = _HostCopyWrapped
+    violates = ("6.3",)
+
+
+class _KeepsDiskCopyWrapped(Wrapped):
+    def __getitem__(self, key):
+        if self.inner.tier_of(key) != "disk":
+            return self.inner[key]
+        import os
+
+        from conformance.harness import files_under
+
+        saved = {}
+        for path in files_under(self.inner.spill_dir):
+            try:
+                os.link(path, path + ".keep")
+                saved[path] = path + ".keep"
+            except OSError:
+                pass
+        try:
+            return self.inner[key]
+        finally:
+            for path, link in saved.items():
+                if os.path.exists(path):
+                    os.unlink(link)
+                else:
+                    os.rename(link, path)  # the unspilled value's file stays, uncounted
+
+
+class UnspillKeepsDiskFile(_Broken):
+    """Unspilling from disk leaves the value's file behind (to spill it again cheaply) but
+    stops counting it: disk_bytes no longer matches the files."""
+
+    name = "broken-unspill-keeps-disk-file"
+    wrapper = _KeepsDiskCopyWrapped
+    violates = ("6.4",)
+
+
 ZOO: dict[str, tuple[type, str]] = {
     "unspill_copies_first": (UnspillCopiesFirst, "STORE-UNSPILL-002"),
     "stages_spill_on_device": (StagesSpillOnDevice, "STORE-PEAK-001"),
@@ -396,4 +503,10 @@ ZOO: dict[str, tuple[type, str]] = {
     "close_leaves_directory": (CloseLeavesDirectory, "STORE-CLOSE-001"),
     "close_keeps_values": (CloseKeepsValues, "STORE-CLOSE-001"),
     "close_removes_spill_dir": (CloseRemovesSpillDir, "STORE-CLOSE-001"),
+    "over_limit_evicts_others": (OverLimitValueEvictsOthers, "STORE-LIMIT-002"),
+    "negative_limit_clamped": (NegativeLimitClamped, "STORE-LIMIT-006"),
+    "evict_undeclared": (EvictWithoutTheCapability, "STORE-EVICT-002"),
+    "lru_newest_first": (LruReportedNewestFirst, "STORE-LIMIT-004"),
+    "spilled_handed_out_on_host": (SpilledValueHandedOutOnHost, "STORE-UNSPILL-004"),
+    "unspill_keeps_disk_file": (UnspillKeepsDiskFile, "STORE-UNSPILL-001"),
 }
