@@ -16,6 +16,7 @@ from __future__ import annotations
 import gc
 import os
 import pickle
+import sys
 from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -125,10 +126,31 @@ def make_store_machine(
             return key
 
         def _touch(self, side: Side, key: Hashable) -> None:
+            """``key`` becomes the most recently used; keys sharing memory with it are used too
+            (clause 5.1: an alias group moves, and is used, as one)."""
             key = self._canon(side, key)
-            if key in side.order:
-                side.order.remove(key)
-            side.order.append(key)
+            for k in [*self._group_keys(side, key), key]:
+                if k in side.order:
+                    side.order.remove(k)
+                side.order.append(k)
+
+        def _group_keys(self, side: Side, key: Hashable) -> list[Hashable]:
+            """The other keys linked to ``key`` through shared allocations (externals included)."""
+            if key not in side.model or not dedup:
+                return []
+            holders = self._holders(side)
+            seen, stack, allocs = {("key", key)}, [("key", key)], set()
+            while stack:
+                kind, who = stack.pop()
+                held = side.model[who] if kind == "key" else side.externals[who][1]
+                for a in held.allocs:
+                    if a not in allocs:
+                        allocs.add(a)
+                        for other in holders[a]:
+                            if other not in seen:
+                                seen.add(other)
+                                stack.append(other)
+            return [who for kind, who in seen if kind == "key" and who != key]
 
         def _forget(self, side: Side, key: Hashable) -> None:
             if key in side.model:
@@ -760,6 +782,8 @@ def make_store_machine(
         @invariant()
         def check_all(self):
             """Clauses 3.1, 3.5, 3.6, 3.7, 4.1, 4.4, 5.5, 9.2 after every step, on every store."""
+            for s in self.sides:  # what each store says now; the ledger then checks the sum
+                s.device_bytes = s.h.snapshot().device_bytes
             for s in self.sides:
                 others = self._others_device(s)
                 snap = s.h.check(s.model, held=others, oversize=self._oversize(s))
@@ -844,9 +868,15 @@ def make_store_machine(
                     )
 
         def teardown(self):
+            failing = sys.exc_info()[0] is not None  # a rule already failed: just clean up
             for s in self.sides:
                 s.externals.clear()
             gc.collect()
+            if failing:
+                for s in self.sides:
+                    s.h.close(check=False)
+                self.sides = []
+                return
             for s in self.sides:
                 for key in list(s.model):
                     self._check_value(s, key, s.h.store[key])

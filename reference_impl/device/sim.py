@@ -76,8 +76,14 @@ def _wrap(value: Any, device: SimDevice | None) -> Any:
     return value
 
 
-def _rebuild_sim_array(device_token: str, host: np.ndarray) -> SimArray:
-    """Unpickle onto the original device, or onto this process's default one."""
+def _rebuild_sim_array(device_token: str, host: np.ndarray, dtype: str | None = None) -> SimArray:
+    """Unpickle onto the original device, or onto this process's default one.
+
+    ``dtype`` is carried beside the array because numpy's pickle protocols below 5
+    turn a non-native byte order into the native one (``>u8`` comes back as ``<u8``).
+    """
+    if dtype is not None and host.dtype.str != dtype:
+        host = host.astype(np.dtype(dtype), order="K")  # same values, byte order restored
     device = _devices.get(device_token) or default_sim_device()
     return device.asarray(host)
 
@@ -119,7 +125,7 @@ class SimArray(np.ndarray):
         device = self.device
         if device is None:
             return np.ndarray.__reduce_ex__(self.view(np.ndarray), protocol)
-        return _rebuild_sim_array, (device.token, device.to_host(self))
+        return _rebuild_sim_array, (device.token, device.to_host(self), self.dtype.str)
 
     def __repr__(self) -> str:
         return f"SimArray({np.array2string(self.view(np.ndarray), separator=', ')}, dtype={self.dtype})"
@@ -181,11 +187,19 @@ class SimDevice(TransferCounters):
         return arr
 
     def asarray(self, data: Any, dtype: Any = None) -> SimArray:
-        """Copy host data onto the device (h2d); device arrays of this device pass through."""
+        """Copy host data onto the device (h2d); device arrays of this device pass through.
+
+        A Fortran-ordered array stays Fortran-ordered, so values round-trip exactly.
+        """
         if isinstance(data, SimArray) and data.device is self and dtype in (None, data.dtype):
             return data
-        host = np.asarray(data.view(np.ndarray) if isinstance(data, SimArray) else data, dtype=dtype)
-        arr = self.empty(host.shape, host.dtype)
+        host = np.asarray(
+            data.view(np.ndarray) if isinstance(data, SimArray) else data, dtype=dtype
+        )
+        if host.ndim >= 2 and host.flags.f_contiguous and not host.flags.c_contiguous:
+            arr = self.empty(host.shape[::-1], host.dtype).T  # order "K", like cupy.asarray
+        else:
+            arr = self.empty(host.shape, host.dtype)
         np.copyto(arr.view(np.ndarray), host)
         self._count_h2d(arr.nbytes)
         return arr

@@ -6,6 +6,8 @@ passes through untouched.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -19,8 +21,8 @@ _NO_CHANGE = object()
 def walk(value: Any, leaf: Callable[[Any], Any]) -> Any:
     """``value`` with every leaf ``x`` replaced by ``leaf(x)`` unless that returns ``x``.
 
-    Lists, tuples (namedtuples too), sets, frozensets, dicts and OrderedDicts
-    are rebuilt with their own type; anything else is a leaf.
+    Lists, tuples (namedtuples too), sets, frozensets, dicts, OrderedDicts and
+    dataclass instances are rebuilt with their own type; anything else is a leaf.
     """
     result = _walk(value, leaf)
     return value if result is _NO_CHANGE else result
@@ -29,7 +31,11 @@ def walk(value: Any, leaf: Callable[[Any], Any]) -> Any:
 def is_leaf(value: Any) -> bool:
     """True when :func:`walk` would treat ``value`` as a leaf (lets callers skip it)."""
     t = type(value)
-    return t not in _CONTAINERS and not (isinstance(value, tuple) and hasattr(t, "_make"))
+    return (
+        t not in _CONTAINERS
+        and not (isinstance(value, tuple) and hasattr(t, "_make"))
+        and not hasattr(t, "__dataclass_fields__")
+    )
 
 
 def _walk(value: Any, leaf: Callable[[Any], Any]) -> Any:
@@ -45,5 +51,23 @@ def _walk(value: Any, leaf: Callable[[Any], Any]) -> Any:
         if all(i is _NO_CHANGE for i in items.values()):
             return _NO_CHANGE
         return t((k, value[k] if i is _NO_CHANGE else i) for k, i in items.items())
+    if hasattr(t, "__dataclass_fields__"):
+        return _walk_dataclass(value, leaf)
     new = leaf(value)
     return _NO_CHANGE if new is value else new
+
+
+def _walk_dataclass(value: Any, leaf: Callable[[Any], Any]) -> Any:
+    """A user's dataclass holding device objects: a shallow copy with its fields replaced.
+
+    Fields are set with ``object.__setattr__`` so frozen and slotted dataclasses work too.
+    """
+    names = [f.name for f in dataclasses.fields(value)]
+    items = {n: _walk(getattr(value, n), leaf) for n in names}
+    if all(i is _NO_CHANGE for i in items.values()):
+        return _NO_CHANGE
+    new = copy.copy(value)
+    for n, i in items.items():
+        if i is not _NO_CHANGE:
+            object.__setattr__(new, n, i)
+    return new

@@ -22,8 +22,6 @@ import weakref
 from collections.abc import Hashable, Iterator, MutableMapping
 from typing import Any
 
-from dask.sizeof import sizeof
-
 from reference_impl.device import Device, get_device, parse_bytes
 
 from .disk import SpillDir, make_spill_dir
@@ -157,7 +155,9 @@ class ProxifyHostFile(MutableMapping):
             structure = self._tracker.proxify(value, pids, leaves)
             if key in self._entries:
                 self._remove_entry(key)
-            entry = Entry(key, structure, pids, sizeof(value) if not pids else leaves[0])
+            # Host leaves are measured one by one (the walk reaches into dataclasses), so
+            # a host value is sized deeply, not as its outer object.
+            entry = Entry(key, structure, pids, leaves[0])
             self._entries[key] = entry
             tiers = self._tiers
             tiers.host_bytes += entry.leaf_nbytes
