@@ -76,7 +76,7 @@ def make_store_machine(
         st.integers(limit // 8, limit // 3),
     )
     values = S.value_specs(device_kind, sizes)
-    host_limits = st.sampled_from([None, 0, limit // 2, limit, 4 * limit])
+    host_limits = st.sampled_from([0, None, limit // 2, 0, limit, 4 * limit])
 
     class StoreMachine(RuleBasedStateMachine):
         def __init__(self) -> None:
@@ -729,7 +729,7 @@ def make_store_machine(
             del proxy
 
         @precondition(lambda self: has("store.oom.on_demand") and self.sides)
-        @rule(data=st.data(), frac=st.floats(0.3, 1.0))
+        @rule(data=st.data(), frac=st.floats(0.3, 0.95))
         def pressure_from_outside(self, data, frac):
             """Clause 8.1: an outside allocation makes the stores spill on demand."""
             side = self._side(data)

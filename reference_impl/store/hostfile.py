@@ -22,6 +22,8 @@ import weakref
 from collections.abc import Hashable, Iterator, MutableMapping
 from typing import Any
 
+from dask.sizeof import sizeof
+
 from reference_impl.device import Device, get_device, parse_bytes
 
 from .disk import SpillDir, make_spill_dir
@@ -157,7 +159,8 @@ class ProxifyHostFile(MutableMapping):
                 self._remove_entry(key)
             # Host leaves are measured one by one (the walk reaches into dataclasses), so
             # a host value is sized deeply, not as its outer object.
-            entry = Entry(key, structure, pids, leaves[0])
+            host = leaves[0] if pids else max(leaves[0], sizeof(value))  # with container overhead
+            entry = Entry(key, structure, pids, host)
             self._entries[key] = entry
             tiers = self._tiers
             tiers.host_bytes += entry.leaf_nbytes
@@ -205,7 +208,9 @@ class ProxifyHostFile(MutableMapping):
                     tiers.cascade()
                 finally:
                     recency.pinned.discard(entry)
-                return entry.value
+                value = entry.value
+                tiers.cascade()  # a host limit too small for it sends it straight back to disk
+                return value
             tiers.bring_to_device(entry)
             recency.touch(index.group(entry), index.size)
             tiers.cascade()
@@ -221,6 +226,20 @@ class ProxifyHostFile(MutableMapping):
                 raise KeyError(key)
             self._remove_entry(key)
             self._tracker.drain()
+
+    # The mixin versions read, then delete, in two calls: another thread could delete
+    # the key in between. Under the (reentrant) store lock each is one step.
+    def pop(self, key: Hashable, *default: Any) -> Any:
+        with self._lock:
+            return super().pop(key, *default)
+
+    def popitem(self) -> tuple[Hashable, Any]:
+        with self._lock:
+            return super().popitem()
+
+    def setdefault(self, key: Hashable, default: Any = None) -> Any:
+        with self._lock:
+            return super().setdefault(key, default)
 
     def __contains__(self, key: object) -> bool:
         try:

@@ -7,7 +7,6 @@ import random
 import threading
 import time
 
-import pytest
 from conftest import NB
 
 from reference_impl import ProxifyHostFile, get_device
@@ -83,12 +82,6 @@ def test_thread_hammer_with_deadline(tmp_path):
     s.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reference bug: ProxifyHostFile inherits MutableMapping.pop (self[key], then "
-    "del self[key], not under the store lock), so pop(k, default) raises KeyError when another "
-    "thread deletes k in between; test_thread_hammer_with_deadline hits it about 1 run in 3",
-)
 def test_pop_with_default_is_atomic_against_a_racing_delete(arr, dev, tmp_path):
     """Forced interleaving: another thread deletes the key between pop's read and its delete."""
     read_done, deleted = threading.Event(), threading.Event()
