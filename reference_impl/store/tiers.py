@@ -195,12 +195,12 @@ class TierMover:
             for u in group:
                 if isinstance(u, Entry) and u.is_host_value:
                     written.append((u, self.disk.write(serialize.dumps(u.value))))
-                    continue
-                for rec in self.index.recs_of(u):
-                    proxy = rec()
-                    if proxy is not None and rec.tier == "host":
-                        detail = _get_detail(proxy)
-                        written.append((rec, self.disk.write(detail.payload), detail))
+            # Each record once: one object twice in a value, or under two keys, is one file.
+            for rec in self.index.group_records(group):
+                proxy = rec()
+                if proxy is not None and rec.tier == "host":
+                    detail = _get_detail(proxy)
+                    written.append((rec, self.disk.write(detail.payload), detail))
         except BaseException:
             for item in written:
                 item[1].remove()

@@ -33,6 +33,26 @@ def test_modes_and_disk_bytes_match_files(arr, make_store):
     assert s.snapshot().tiers == {"a": "disk", "b": "disk"}
 
 
+def test_one_object_twice_is_one_file(arr, make_store):
+    """(x, x) in one value, or x under two keys, is written once and counted once."""
+    s = make_store(device_memory_limit=10 * NB, memory_limit=0)
+    x = arr(7)
+    s["t"] = (x, x)
+    s["a"] = x
+    s["b"] = x
+    del x
+    assert s.evict(1) == NB  # the whole alias group goes: host limit 0 sends it to disk
+    files = _files(s)
+    assert len(files) == 1
+    assert s.snapshot().disk_bytes == os.path.getsize(files[0])
+    t = s["t"]
+    assert t[0] is t[1] and np.asarray(t[0]).sum() == 7 * (NB // 8)
+    del t
+    for k in ("t", "a", "b"):
+        del s[k]
+    assert _files(s) == [] and s.snapshot().disk_bytes == 0
+
+
 def test_spill_dir_is_per_store_under_local_directory(tmp_path, make_store):
     s1, s2 = make_store(), make_store()
     assert s1.spill_dir != s2.spill_dir
