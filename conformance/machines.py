@@ -588,6 +588,7 @@ def make_store_machine(
                 got = side.h.store.pop(key, "default") if with_default else side.h.store.pop(key)
                 self._check_value(side, key, got)
             del got
+            self._touch(side, key)  # popping reads the value: its alias group was used
             self._forget(side, key)
 
         @precondition(lambda self: self.sides)
@@ -611,6 +612,7 @@ def make_store_machine(
                 assert key in side.model, f"popitem() returned a key never stored: {key!r}"
                 self._check_value(side, key, got)
             del got
+            self._touch(side, key)  # popping reads the value: its alias group was used
             self._forget(side, key)
 
         @precondition(lambda self: any(s.model for s in self.sides))

@@ -163,7 +163,8 @@ class ProxifyHostFile(MutableMapping):
             entry = Entry(key, structure, pids, host)
             self._entries[key] = entry
             tiers = self._tiers
-            tiers.host_bytes += entry.leaf_nbytes
+            if not pids:  # a host value; a device value's small host leaves ride with it
+                tiers.host_bytes += entry.leaf_nbytes
             records = self._records
             for pid in pids:
                 rec = records[pid]
@@ -449,7 +450,7 @@ class ProxifyHostFile(MutableMapping):
         if entry.file is not None:
             tiers.disk_bytes -= entry.file.nbytes
             entry.file.remove()
-        else:
+        elif entry.is_host_value:
             tiers.host_bytes -= entry.leaf_nbytes
         pids = entry.pids
         entry.value = None  # drop our references: unshared proxies die right here
