@@ -37,10 +37,16 @@ class ArrayType:
         return [device.allocation_of(obj)]
 
     def to_host(self, obj: Any, device: Any) -> Payload:
-        return serialize.dumps(device.to_host(obj))
+        host = device.to_host(obj)
+        # The dtype travels beside the array: numpy's pickle turns a non-native
+        # datetime64/timedelta64 (``>M8[ns]``) into the native one.
+        return serialize.dumps((host, host.dtype.str))
 
     def to_device(self, payload: Payload, device: Any) -> Any:
-        return device.asarray(serialize.loads(payload))
+        host, dtype = serialize.loads(payload)
+        if host.dtype.str != dtype:
+            host = host.astype(dtype, order="K")  # same values, byte order restored
+        return device.asarray(host)
 
     def metadata(self, obj: Any) -> dict[str, Any]:
         shape = tuple(obj.shape)

@@ -397,6 +397,21 @@ class ProxifyHostFile(MutableMapping):
             tiers.cascade()
             return detail.obj
 
+    def _touch_proxy(self, detail: _Detail) -> None:
+        """A use answered from cached metadata (``shape``, ``dtype``...): recency only."""
+        with self._lock:
+            if self._closed or detail.store_ref is None:
+                return
+            rec = self._records.get(detail.pid)
+            if rec is None:
+                return
+            index = self._index
+            unit = self._entries[next(iter(rec.keys))] if rec.keys else rec
+            if not index.links or index.solo_record(unit) is rec:
+                self._recency.touch_one(unit)
+            else:
+                self._recency.touch(index.group(unit), index.size)
+
     def _write_back(self, proxy: ProxyObject, detail: _Detail, obj: Any) -> None:
         """Persist an in-place change made to a transient copy of a spilled proxy."""
         with self._lock:

@@ -164,8 +164,12 @@ class ProxyObject:
 
     # --- attributes -------------------------------------------------------
     def __getattr__(self, name: str) -> Any:
-        meta = _get_detail(self).meta
-        if name in meta:
+        detail = _get_detail(self)
+        meta = detail.meta
+        if name in meta:  # answered without unspilling, yet still a use: refresh recency
+            store = detail.store()
+            if store is not None:
+                store._touch_proxy(detail)
             return meta[name]
         return getattr(_use(self), name)
 
