@@ -444,7 +444,7 @@ class FinalizerTakesRegistryLock(_Broken):
             with _lock:
                 _reg.pop(_token, None)
 
-        weakref.finalize(proxy, unregister)
+        weakref.finalize(proxy, unregister).atexit = False  # (a stuck run must still exit)
         return proxy
 
 

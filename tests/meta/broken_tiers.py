@@ -482,6 +482,24 @@ class UnspillKeepsDiskFile(_Broken):
     violates = ("6.4",)
 
 
+class RegisteringAgainIsAUse(_Broken):
+    """register_external of an object it already tracks is treated as a use: the object
+    becomes the most recently used (and is brought back if it was spilled)."""
+
+    name = "broken-registering-again-is-a-use"
+    violates = ("5.3",)
+
+    def register_external(self, store, obj):
+        import numpy as np
+
+        from reference_impl.store.proxy import ProxyObject
+
+        proxy = super().register_external(store, obj)
+        if type(obj) is ProxyObject:
+            np.asarray(proxy)  # "make sure it is resident": a use
+        return proxy
+
+
 ZOO: dict[str, tuple[type, str]] = {
     "unspill_copies_first": (UnspillCopiesFirst, "STORE-UNSPILL-002"),
     "stages_spill_on_device": (StagesSpillOnDevice, "STORE-PEAK-001"),
@@ -490,6 +508,7 @@ ZOO: dict[str, tuple[type, str]] = {
     "contains_is_a_get": (ContainsIsAGet, "STORE-RECENCY-002"),
     "pickle_unspills": (PickleUnspills, "STORE-RECENCY-002"),
     "use_not_recorded": (UseIsNotRecorded, "STORE-RECENCY-001"),
+    "registering_again_is_a_use": (RegisteringAgainIsAUse, "STORE-RECENCY-003"),
     "host_tier_fifo": (HostTierIsFifo, "STORE-CASCADE-001"),
     "evict_skips_host_limit": (EvictSkipsHostLimit, "STORE-CASCADE-002"),
     "oom_insertion_order": (OomSpillsInInsertionOrder, "STORE-CASCADE-003"),
