@@ -179,7 +179,9 @@ def test_every_removal_path_returns_every_byte(impl, make_store):
                 snap = h.check(keys)
                 total_before = before.device_bytes + before.host_bytes + before.disk_bytes
                 total = snap.device_bytes + snap.host_bytes + snap.disk_bytes
-                assert total_before - total >= N // 2, (
+                # A store may leave host objects uncounted (SPEC 3.7); a device value counts.
+                least = N // 2 if removed[0] == "k" else 0
+                assert total_before - total >= least, (
                     f"{what} of {removed!r} (a {N:,}-byte value in the {before.tiers[removed]} "
                     f"tier): device + host + disk bytes went {total_before:,} -> {total:,}"
                 )
