@@ -22,9 +22,9 @@ class Record:
 
 
 def _dtypes(device_kind):
-    names = ["u1", "i8", "<f8", "f2", "c16", "?", "M8[ns]", "m8[us]"]
-    if device_kind == "sim":  # CuPy holds native byte order only
-        names += [">i4", ">f8", ">u2", ">c8", ">M8[ns]"]
+    names = ["u1", "i8", "<f8", "f2", "c16", "?"]
+    if device_kind == "sim":  # CuPy holds neither datetimes nor a non-native byte order
+        names += ["M8[ns]", "m8[us]", ">i4", ">f8", ">u2", ">c8", ">M8[ns]"]
     return names
 
 
