@@ -830,6 +830,56 @@ class IterationByPosition(_Broken):
     violates = ("1.10",)
 
 
+class Opaque:
+    """How a container walker that knows only list/tuple/dict sees a dataclass instance."""
+
+    def __init__(self, obj):
+        self.obj = obj
+
+
+def _hide_dataclasses(value):
+    import dataclasses
+
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return Opaque(value)
+    if isinstance(value, tuple) and hasattr(type(value), "_make"):
+        return type(value)._make(_hide_dataclasses(v) for v in value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_hide_dataclasses(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _hide_dataclasses(v) for k, v in value.items()}
+    return value
+
+
+def _show_dataclasses(value):
+    if isinstance(value, Opaque):
+        return value.obj
+    if isinstance(value, tuple) and hasattr(type(value), "_make"):
+        return type(value)._make(_show_dataclasses(v) for v in value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_show_dataclasses(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _show_dataclasses(v) for k, v in value.items()}
+    return value
+
+
+class _DataclassLeafWrapped(Wrapped):
+    def __setitem__(self, key, value):
+        super().__setitem__(key, _hide_dataclasses(value))
+
+    def __getitem__(self, key):
+        return _show_dataclasses(self.inner[key])
+
+
+class DataclassesNotWalked(_Broken):
+    """Walks only lists, tuples and dicts: a dataclass instance is an opaque host object, so
+    the device arrays inside it are neither counted nor spilled."""
+
+    name = "broken-dataclasses-not-walked"
+    wrapper = _DataclassLeafWrapped
+    violates = ("2.4", "3.1")
+
+
 ZOO: dict[str, tuple[type, str]] = {
     "pop_keeps_file": (PopKeepsFile, "STORE-ACCT-004"),
     "clear_device_only": (ClearDeviceOnly, "STORE-ACCT-004"),
@@ -853,6 +903,7 @@ ZOO: dict[str, tuple[type, str]] = {
     "unhashable_keys_converted": (UnhashableKeysConverted, "STORE-MAP-005"),
     "rejected_set_keeps_value": (RejectedSetKeepsValue, "STORE-MAP-005"),
     "namedtuples_as_tuples": (NamedtuplesComeBackAsTuples, "STORE-VALUE-003"),
+    "dataclasses_not_walked": (DataclassesNotWalked, "STORE-VALUE-003"),
     "zero_dim_comes_back_1d": (ZeroDimComesBackOneDim, "STORE-VALUE-001"),
     "fortran_comes_back_c": (FortranComesBackC, "STORE-VALUE-002"),
     "host_arrays_to_device": (HostArraysMovedToDevice, "STORE-MAP-007"),
