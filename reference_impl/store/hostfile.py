@@ -242,6 +242,14 @@ class ProxifyHostFile(MutableMapping):
         with self._lock:
             return super().setdefault(key, default)
 
+    def clear(self) -> None:
+        """Forget every key without reading any value back (the mixin pops each one)."""
+        with self._lock:
+            self._enter()
+            for key in list(self._entries):
+                self._remove_entry(key)
+            self._tracker.drain()
+
     def __contains__(self, key: object) -> bool:
         try:
             hash(key)
