@@ -280,8 +280,11 @@ class ProxifyHostFile(MutableMapping):
             for pid in dict.fromkeys(pids):
                 rec = self._records[pid]
                 units.extend([rec] if rec.external else self._index.units_of(rec))
-            if units:
-                self._tiers.admit(list(dict.fromkeys(units)))
+            # Only units seen for the first time are admitted: looking up an object the
+            # store already tracks is not a use of it (no recency refresh, no unspill).
+            new = [u for u in dict.fromkeys(units) if u.tick == 0]
+            if new:
+                self._tiers.admit(new)
             self._tracker.drain()
             return structure
 
