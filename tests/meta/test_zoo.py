@@ -21,6 +21,7 @@ import pytest
 from conftest import run_suite
 from test_spec import SPEC, _exempt, parse_spec, suite_citations
 
+REPO = Path(__file__).resolve().parents[2]
 IDS = sorted({cid for _, cid in broken_adapters.EXPECTED.values()})
 
 # Store clauses no adapter can be caught on in the ci profile, and why.
@@ -96,8 +97,6 @@ def test_broken_adapter_is_caught(zoo_results, name):
 def _for_missing_features() -> set[str]:
     """IDs of tests of how a missing feature behaves (``requires(..., without=cap)``)."""
     import importlib
-
-    from conftest import REPO
 
     out = set()
     for path in sorted((REPO / "conformance").glob("test_*.py")):
