@@ -72,36 +72,6 @@ def test_spill_on_demand_keeps_host_limit(make_store):
     h.check(keys)
 
 
-def _recording_device(capacity):
-    """A sim device that records every call of each OOM handler registered on it."""
-    from reference_impl import SimDevice
-
-    class RecordingDevice(SimDevice):
-        def __init__(self, capacity):
-            super().__init__(capacity)
-            self.wrappers = {}  # id(handler) -> (handler, wrapper)
-            self.calls = []  # (handler repr, shortfall, result or exception)
-
-        def add_oom_handler(self, handler):
-            def wrapper(shortfall, _h=handler):
-                try:
-                    result = _h(shortfall)
-                except BaseException as exc:
-                    self.calls.append((repr(_h), shortfall, f"{type(exc).__name__}: {exc}"))
-                    raise
-                self.calls.append((repr(_h), shortfall, result))
-                return result
-
-            self.wrappers[id(handler)] = (handler, wrapper)
-            super().add_oom_handler(wrapper)
-
-        def remove_oom_handler(self, handler):
-            _h, wrapper = self.wrappers.pop(id(handler), (None, handler))
-            super().remove_oom_handler(wrapper)
-
-    return RecordingDevice(capacity)
-
-
 @conformance_id("STORE-OOM-004", clause="11.4")
 @requires("store", "store.oom.on_demand")
 def test_closed_store_leaves_no_oom_handler(make_store, device_kind):
@@ -113,7 +83,7 @@ def test_closed_store_leaves_no_oom_handler(make_store, device_kind):
     from reference_impl import DeviceOutOfMemoryError
 
     capacity = 4 * LIMIT
-    dev = _recording_device(capacity)
+    dev = recording_device(capacity)
     h = make_store(device=dev)
     for i in range(3):
         h.store[f"k{i}"] = h.value(LIMIT // 3, seed=i)
@@ -121,7 +91,7 @@ def test_closed_store_leaves_no_oom_handler(make_store, device_kind):
     del outside
     h.check({f"k{i}" for i in range(3)})
     h.close()
-    registered = [repr(hd) for hd, _w in dev.wrappers.values()]
+    registered = dev.registered()
     dev.calls.clear()
     held = dev.empty(capacity, "uint8")  # the whole device: fits, nothing is left in use
     before = dev.bytes_in_use()
