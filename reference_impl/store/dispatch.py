@@ -29,6 +29,9 @@ class DeviceType(Protocol):
     def metadata(self, obj: Any) -> dict[str, Any]:
         """Cheap attributes a proxy answers without unspilling (e.g. ``nbytes``)."""
 
+    # Optional: ``default_device(meta) -> device``, the device a spilled proxy that was
+    # pickled into another process unspills onto (default: sim for SimArray, else cuda).
+
 
 class ArrayType:
     """Device arrays (SimArray, CuPy): one base allocation, copied with the device."""

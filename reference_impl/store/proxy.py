@@ -109,14 +109,23 @@ def _rebuild_proxy(state: Any, meta: dict[str, Any], type_: type, handler: Any) 
         detail.type_ = type_
         detail.meta = meta
         detail.handler = handler
-        detail.device = _default_device_for(type_, get_device)
+        detail.device = _default_device_for(type_, get_device, handler, meta)
         detail.store_ref = None
         detail.pid = 0
         return ProxyObject(detail)
     return ProxyObject(_Detail(state, handler, None))
 
 
-def _default_device_for(type_: type, get_device: Any) -> Any:
+def _default_device_for(type_: type, get_device: Any, handler: Any = None,
+                        meta: dict[str, Any] | None = None) -> Any:
+    """The device an unpickled, spilled proxy unspills onto.
+
+    A registered device type may answer itself (``handler.default_device(meta)``,
+    from the metadata it recorded), so the store needs to know no such type.
+    """
+    hook = getattr(handler, "default_device", None)
+    if hook is not None:
+        return hook(meta or {})
     from reference_impl.device import SimArray, default_sim_device
 
     if issubclass(type_, SimArray):
