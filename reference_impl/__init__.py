@@ -14,16 +14,19 @@ from .device import (
     parse_bytes,
 )
 from .store import ProxifyHostFile, ProxyObject
+from .table import Column, Table  # registers Table with the store and dask
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Column",
     "Device",
     "DeviceOutOfMemoryError",
     "ProxifyHostFile",
     "ProxyObject",
     "SimArray",
     "SimDevice",
+    "Table",
     "__version__",
     "get_device",
     "parse_bytes",

@@ -1,0 +1,99 @@
+"""Teach distributed's serialization to keep a Table on its device.
+
+The ``dask`` family carries host frames (the d2h copies, counted by the
+device) and rebuilds the table on the receiving process's device: the same sim
+device when it lives in that process, else its default sim device (as
+SimArray does, ``reference_impl/device/dask_hooks.py``). The ``cuda`` family,
+used by comms that move device memory (UCX), carries the CuPy buffers
+themselves and rebuilds around them without a host copy.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+_lock = threading.Lock()
+_done = False
+
+
+def register_dask_serializers() -> None:
+    """Idempotent; a no-op where distributed is not installed."""
+    global _done
+    with _lock:
+        if _done:
+            return
+        _done = True
+    try:
+        from distributed.protocol.cuda import cuda_deserialize, cuda_serialize
+        from distributed.protocol.serialize import dask_deserialize, dask_serialize
+    except ImportError:
+        return
+
+    from .serial import decode, device_for, encode
+    from .table import Table
+
+    @dask_serialize.register(Table)
+    def _serialize_table(table: Table) -> tuple[dict[str, Any], list[Any]]:
+        header, frames = encode(table)
+        return header, [memoryview(f) for f in frames]
+
+    @dask_deserialize.register(Table)
+    def _deserialize_table(header: dict[str, Any], frames: list[Any]) -> Table:
+        return decode(header, frames, device_for(header["device"]))
+
+    @cuda_serialize.register(Table)
+    def _cuda_serialize_table(table: Table) -> tuple[dict[str, Any], list[Any]]:
+        if table.device.kind != "cuda":
+            return _serialize_table(table)
+        return _device_frames(table)
+
+    @cuda_deserialize.register(Table)
+    def _cuda_deserialize_table(header: dict[str, Any], frames: list[Any]) -> Table:
+        if header["device"]["kind"] != "cuda":
+            return _deserialize_table(header, frames)
+        return _from_device_frames(header, frames, device_for(header["device"]))
+
+
+def _device_frames(table: Any) -> tuple[dict[str, Any], list[Any]]:
+    """Header as :func:`serial.encode`'s, frames the (uint8-viewed) CuPy buffers.
+
+    String columns are compacted on the device first (a slice's chars only).
+    """
+    from .serial import encode_header
+
+    frames: list[Any] = []
+    for col in table.columns:
+        if col.offsets is None:
+            frames.append(col.data.view(np.uint8))
+        else:
+            start, stop = col.chars_range()
+            frames.append(col.data[start:stop].view(np.uint8))
+            frames.append((col.offsets - col.offsets.dtype.type(start)).view(np.uint8))
+        if col.valid is not None:
+            frames.append(col.valid.view(np.uint8))
+    return encode_header(table), frames
+
+
+def _from_device_frames(header: dict[str, Any], frames: list[Any], device: Any) -> Any:
+    import cupy
+
+    from .serial import decode_with
+
+    return decode_with(header, frames, device, lambda f: cupy.asarray(f).view(np.uint8))
+
+
+def _register_sizeof() -> None:
+    """dask asks every task output's size: a Table answers with its device bytes."""
+    from dask.sizeof import sizeof
+
+    from .table import Table
+
+    @sizeof.register(Table)
+    def _sizeof_table(table: Table) -> int:
+        return table.nbytes
+
+
+_register_sizeof()

@@ -1,0 +1,105 @@
+"""Hash-partition a Table by key columns with the Numba kernels.
+
+``partition_ids`` and ``partition_table`` use ``reference_impl.kernels`` and
+its hash specification (``reference_impl/kernels/README.md``): null keys hash
+to the spec's fixed null value, -0.0 and every NaN hash like 0.0 and one NaN.
+Every buffer (values and validity masks) is scattered once, stably, into one
+contiguous partition-ordered buffer; the output tables are zero-copy views of
+those buffers.
+
+String columns (keys or payload) wait for the string hash and the
+variable-width scatter in the kernels; until then they raise
+NotImplementedError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from reference_impl import kernels
+
+from .column import Column
+from .errors import ColumnNotFoundError
+from .table import Table
+
+MAX_PARTITIONS = 2**31 - 1
+PENDING_STRINGS = "string columns: pending kernels"
+
+
+def _check(table: Table, on: str | Sequence[str], npartitions: Any) -> list[str]:
+    """Key names, checked with the partition count before anything is allocated."""
+    if not isinstance(table, Table):
+        raise TypeError(f"expected a Table, got {type(table).__name__}")
+    keys = [on] if isinstance(on, str) else list(on)
+    if not keys:
+        raise ValueError("partition needs at least one key column")
+    missing = [k for k in keys if k not in table.column_names]
+    if missing:
+        raise ColumnNotFoundError(missing, table.column_names)
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"key columns repeat in {keys!r}")
+    if isinstance(npartitions, bool) or not isinstance(npartitions, int):
+        raise TypeError(f"npartitions must be an int, got {type(npartitions).__name__}")
+    if not 1 <= npartitions <= MAX_PARTITIONS:
+        raise ValueError(f"npartitions must be between 1 and {MAX_PARTITIONS}, got {npartitions}")
+    return keys
+
+
+def _no_strings(table: Table, names: Sequence[str]) -> None:
+    for name in names:
+        if table.column(name).is_string:
+            raise NotImplementedError(PENDING_STRINGS)
+
+
+def partition_ids(
+    table: Table, on: str | Sequence[str], npartitions: int, *, backend: str = "auto"
+) -> Any:
+    """int32 partition id of every row (a device array), per the kernels' hash spec."""
+    keys = _check(table, on, npartitions)
+    _no_strings(table, keys)
+    cols = [table.column(k) for k in keys]
+    return kernels.partition_ids(
+        table.device,
+        {k: c.data for k, c in zip(keys, cols, strict=True)},
+        npartitions,
+        valid=[c.valid for c in cols],
+        backend=backend,
+    )
+
+
+def partition_table(
+    table: Table, on: str | Sequence[str], npartitions: int, *, backend: str = "auto"
+) -> list[Table]:
+    """``npartitions`` tables (empty ones included): row ``i`` goes to
+    ``partition_ids(...)[i]``, rows keep their order within a partition, and
+    every output column is a view of one contiguous buffer per input buffer."""
+    keys = _check(table, on, npartitions)
+    _no_strings(table, table.column_names)
+    device = table.device
+    key_cols = [table.column(k) for k in keys]
+    payload: dict[str, Any] = {}
+    for name, col in zip(table.column_names, table.columns, strict=True):
+        if name not in keys:
+            payload[f"data:{name}"] = col.data
+        if col.valid is not None:
+            payload[f"valid:{name}"] = col.valid
+    result = kernels.partition(
+        device,
+        {f"data:{k}": c.data for k, c in zip(keys, key_cols, strict=True)},
+        payload,
+        npartitions,
+        valid=[c.valid for c in key_cols],
+        backend=backend,
+    )
+    where = {label: i for i, label in enumerate(result.names)}
+    counts = [int(x) for x in result.counts.tolist()]
+    out = []
+    for views, rows in zip(result.split(), counts, strict=True):
+        cols = {}
+        for name, col in zip(table.column_names, table.columns, strict=True):
+            data = views[where[f"data:{name}"]]
+            valid = views[where[f"valid:{name}"]] if col.valid is not None else None
+            cols[name] = Column._trusted(device, col.type, data, valid, None, col.nullable)
+        out.append(Table._trusted(device, cols, rows, table.metadata))
+    return out
