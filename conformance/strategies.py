@@ -232,50 +232,60 @@ def _layout(arr: np.ndarray) -> str:
 
 def build(spec: Any, device: Any) -> Built:
     """Materialize ``spec`` on ``device``."""
-    leaves: list[tuple[Any, DeviceLeaf]] = []
-    state = {"shared": False, "host_payload": 0}
-
-    def make(s: Any) -> tuple[Any, Any]:
-        if isinstance(s, ArraySpec):
-            base = host_array(s)
-            if _fortran(s, base):  # an F-contiguous allocation of the same shape
-                dev = device.asarray(np.ascontiguousarray(base.T)).T
-                base = np.asfortranarray(base)
-            else:
-                dev = device.asarray(base)
-            aid = next(_alloc_ids)
-            value = _apply_view(dev, s.view)
-            seen = _apply_view(base, s.view)
-            leaf = DeviceLeaf(
-                np.array(seen, copy=True, order="K"), aid, int(dev.nbytes), _layout(seen)
-            )
-            leaves.append((value, leaf))
-            return value, leaf
-        if isinstance(s, Dup):
-            if not leaves:
-                return make(HostSpec("int", 0, s.index))
-            value, leaf = leaves[s.index % len(leaves)]
-            state["shared"] = True
-            return value, leaf
-        if isinstance(s, HostSpec):
-            obj = host_object(s)
-            state["host_payload"] += host_payload(obj)
-            return obj, obj
-        parts = [make(c) for c in s.children]
-        values, expected = [p[0] for p in parts], [p[1] for p in parts]
-        return wrap(s.kind, values), wrap(s.kind, expected)
-
-    value, expected = make(spec)
-    allocs = {leaf.alloc: leaf.nbytes for _v, leaf in leaves}
+    builder = _Builder(device)
+    value, expected = builder.make(spec)
+    leaves = builder.leaves
     return Built(
         value=value,
         expected=expected,
-        allocs=allocs,
-        shared_inside=state["shared"],
+        allocs={leaf.alloc: leaf.nbytes for _v, leaf in leaves},
+        shared_inside=builder.shared,
         host_only=not leaves,
-        host_payload=state["host_payload"],
+        host_payload=builder.host_payload,
         leaves=[v for v, _leaf in leaves],
     )
+
+
+class _Builder:
+    """Builds one value. A class, not a recursive closure: a closure that calls itself is a
+    reference cycle, and one holding device leaves keeps their bytes alive until the next
+    garbage collection, after the store under test has long released them."""
+
+    def __init__(self, device: Any) -> None:
+        self.device = device
+        self.leaves: list[tuple[Any, DeviceLeaf]] = []
+        self.shared = False
+        self.host_payload = 0
+
+    def make(self, s: Any) -> tuple[Any, Any]:
+        if isinstance(s, ArraySpec):
+            return self.array(s)
+        if isinstance(s, Dup):
+            if not self.leaves:
+                return self.make(HostSpec("int", 0, s.index))
+            self.shared = True
+            return self.leaves[s.index % len(self.leaves)]
+        if isinstance(s, HostSpec):
+            obj = host_object(s)
+            self.host_payload += host_payload(obj)
+            return obj, obj
+        parts = [self.make(c) for c in s.children]
+        return wrap(s.kind, [p[0] for p in parts]), wrap(s.kind, [p[1] for p in parts])
+
+    def array(self, s: ArraySpec) -> tuple[Any, DeviceLeaf]:
+        base = host_array(s)
+        if _fortran(s, base):  # an F-contiguous allocation of the same shape
+            dev = self.device.asarray(np.ascontiguousarray(base.T)).T
+            base = np.asfortranarray(base)
+        else:
+            dev = self.device.asarray(base)
+        value = _apply_view(dev, s.view)
+        seen = _apply_view(base, s.view)
+        leaf = DeviceLeaf(
+            np.array(seen, copy=True, order="K"), next(_alloc_ids), int(dev.nbytes), _layout(seen)
+        )
+        self.leaves.append((value, leaf))
+        return value, leaf
 
 
 def wrap(kind: str, items: list[Any]) -> Any:

@@ -178,10 +178,9 @@ class TierMover:
             index.drop_allocs(rec, obj)
             del obj
             rec.tier = "host"
-            rec.host_nbytes = payload.nbytes
-            rec.restore_nbytes = payload.frames_nbytes
+            rec.host_nbytes = payload.nbytes  # restore_nbytes stays the device size
             self.host_bytes += payload.nbytes
-            self.stats["spilled_bytes"] += payload.frames_nbytes
+            self.stats["spilled_bytes"] += rec.restore_nbytes
             self.stats["spill_count"] += 1
         moves.clear()
         self.place_all(group)
@@ -294,5 +293,4 @@ class TierMover:
         else:
             self.host_bytes += payload.nbytes - rec.host_nbytes
             detail.payload, rec.host_nbytes = payload, payload.nbytes
-        rec.restore_nbytes = payload.frames_nbytes
         self.cascade()

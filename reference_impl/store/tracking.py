@@ -107,7 +107,8 @@ class Tracker:
         else:
             rec.tier = "host"
             rec.host_nbytes = detail.payload.nbytes
-            rec.restore_nbytes = detail.payload.frames_nbytes
+            # What a copy back costs the device: frames undercount arrays pickled in band.
+            rec.restore_nbytes = int(detail.meta.get("nbytes", 0)) or detail.payload.frames_nbytes
             self.tiers.host_bytes += rec.host_nbytes
         return rec
 

@@ -128,3 +128,23 @@ def test_stats_report_tiers_and_traffic(arr, make_store):
     s["a"]
     st = s.stats()
     assert st["unspilled_bytes"] == NB and st["spill_time_s"] > 0
+
+
+def test_a_value_pickled_in_band_is_sized_by_its_device_bytes(dev, make_store):
+    """datetime64 has no buffer protocol, so its host frames are empty (0 bytes): sizing a
+    read-back by the frames let an over-limit value back onto the device (found by
+    STORE-STATE-002)."""
+    s = make_store(device_memory_limit=2 * NB, memory_limit=0)
+    times = dev.asarray(np.arange(NB // 8).astype("datetime64[s]"))
+    s["big"] = (times, dev.empty(2 * NB // 8, "float64"))  # 3 * NB together: over the limit
+    s.evict(10 * NB)
+    v = s["big"]
+    assert s.tier_of("big") != "device"
+    assert s.snapshot().device_bytes <= 2 * NB
+    assert (v[0].view(np.ndarray) == np.arange(NB // 8).astype("datetime64[s]")).all()
+    del v, times
+    s["t"] = dev.asarray(np.arange(2 * NB // 8).astype("timedelta64[ns]"))
+    s["u"] = dev.asarray(np.arange(2 * NB // 8).astype("timedelta64[ns]"))  # evicts "t"
+    assert s.stats()["spilled_bytes"] >= 2 * NB  # counted in device bytes, not frame bytes
+    s["t"]
+    assert s.snapshot().device_bytes == 2 * NB == dev.bytes_in_use()
