@@ -17,6 +17,7 @@ from typing import Any, Literal
 import numpy as np
 
 from . import hashing
+from .strings import Strings
 
 Backend = Literal["auto", "cpu", "cuda"]
 Columns = Sequence[Any] | Mapping[str, Any]
@@ -34,7 +35,9 @@ class PartitionResult:
     ``offsets``: int64 exclusive offsets, length ``npartitions + 1``;
     partition ``i`` is rows ``offsets[i]:offsets[i+1]`` of every column.
     ``columns``: keys first, then payload, each one contiguous buffer in
-    partition order, stable within a partition.
+    partition order, stable within a partition.  A string column comes back
+    as ``Strings``: one offsets buffer (``nrows + 1`` entries, its input's
+    dtype, starting at 0) and one chars buffer holding exactly the rows' bytes.
     ``names``: the column names (given, or ``"key0"``, ``"payload0"`` ...).
     """
 
@@ -52,15 +55,25 @@ class PartitionResult:
         return int(self.offsets[i]), int(self.offsets[i + 1])
 
     def slice(self, i: int, col: int | str) -> Any:
-        """Zero-copy device view of column ``col`` (index or name) in partition ``i``."""
+        """Zero-copy device view of column ``col`` (index or name) in partition ``i``.
+
+        For a string column: ``Strings(offsets[start:stop+1], chars)``, the
+        offsets not rebased (they index the shared chars buffer, as in an
+        Arrow slice); the partition's bytes are ``chars[offsets[0]:offsets[-1]]``.
+        """
         c = self.names.index(col) if isinstance(col, str) else col
         start, stop = self.bounds(i)
-        return self.columns[c][start:stop]
+        return _rows(self.columns[c], start, stop)
 
     def split(self) -> list[list[Any]]:
         """Per-partition lists of zero-copy column views (one host read of offsets)."""
         off = [int(x) for x in self.offsets.tolist()]
-        return [[c[off[i]:off[i + 1]] for c in self.columns] for i in range(self.npartitions)]
+        return [[_rows(c, off[i], off[i + 1]) for c in self.columns]
+                for i in range(self.npartitions)]
+
+
+def _rows(col: Any, start: int, stop: int) -> Any:
+    return col.slice(start, stop) if isinstance(col, Strings) else col[start:stop]
 
 
 # --- validation ---------------------------------------------------------------
@@ -82,6 +95,42 @@ def _check_array(device: Any, arr: Any, label: str) -> None:
         raise ValueError(f"{label} must be 1-D, got shape {tuple(arr.shape)}")
 
 
+def _check_strings(device: Any, col: Strings, label: str) -> None:
+    """Types and shapes of a string column's two buffers (no data read)."""
+    _check_array(device, col.offsets, f"offsets of {label}")
+    _check_array(device, col.chars, f"chars of {label}")
+    if col.offsets.dtype not in (np.int32, np.int64):
+        raise TypeError(f"offsets of {label} must be int32 or int64, got {col.offsets.dtype}")
+    if col.chars.dtype != np.uint8:
+        raise TypeError(f"chars of {label} must be uint8, got {col.chars.dtype}")
+    if len(col.offsets) < 1:
+        raise ValueError(f"offsets of {label} must have rows + 1 entries, got none")
+
+
+def _string_bytes(device: Any, col: Strings, label: str) -> int:
+    """Check a string column's offsets (reads them; allocates nothing on a sim
+    device, 16 bytes of scratch on CUDA); return the bytes its rows span."""
+    if device.kind == "cuda":
+        from . import cuda
+
+        bad = cuda.first_bad_offset(device, col.offsets)
+    else:
+        from . import cpu
+
+        bad = cpu.first_bad_offset(col.offsets.view(np.ndarray))
+    off = col.offsets
+    if bad == -2:
+        raise ValueError(f"{label} has a negative first offset ({int(off[0])})")
+    if bad >= 0:
+        raise ValueError(f"{label} has offsets that are not monotonic: offsets[{bad}] = "
+                         f"{int(off[bad])} > offsets[{bad + 1}] = {int(off[bad + 1])}")
+    first, last = int(off[0]), int(off[-1])
+    if last > len(col.chars):
+        raise ValueError(f"{label} has offsets that run past its chars buffer: "
+                         f"offsets[{len(off) - 1}] = {last} > {len(col.chars)} bytes")
+    return last - first
+
+
 def _check_npartitions(npartitions: Any) -> int:
     if isinstance(npartitions, bool) or not isinstance(npartitions, (int, np.integer)):
         raise TypeError(f"npartitions must be an int, got {type(npartitions).__name__}")
@@ -96,12 +145,16 @@ def _check_keys(device: Any, keys: Columns, valid: Sequence[Any] | None):
         raise ValueError("at least one key column is required")
     kinds = []
     for arr, label in zip(arrays, labels, strict=True):
+        if isinstance(arr, Strings):
+            _check_strings(device, arr, label)
+            kinds.append(("s", None))
+            continue
         _check_array(device, arr, label)
         kv = hashing.key_kind(arr.dtype)
         if kv is None:
             raise TypeError(
                 f"{label} has unsupported dtype {arr.dtype}; keys must be bool, int8-64, "
-                "uint8-64, float32/64, datetime64 or timedelta64")
+                "uint8-64, float32/64, datetime64, timedelta64 or Strings")
         kinds.append(kv)
     if valid is None:
         valids: list[Any] = [None] * len(arrays)
@@ -121,10 +174,13 @@ def _check_keys(device: Any, keys: Columns, valid: Sequence[Any] | None):
 def _check_payload(device: Any, payload: Columns):
     arrays, names, labels = _named(payload, "payload")
     for arr, label in zip(arrays, labels, strict=True):
+        if isinstance(arr, Strings):
+            _check_strings(device, arr, label)
+            continue
         _check_array(device, arr, label)
         if arr.dtype.hasobject or arr.dtype.kind in "OSUV" or arr.dtype.itemsize not in _SCATTER_VIEW:
             raise TypeError(f"{label} has unsupported dtype {arr.dtype}; payload columns must "
-                            "be fixed-width with an itemsize of 1, 2, 4 or 8 bytes")
+                            "be fixed-width with an itemsize of 1, 2, 4 or 8 bytes, or Strings")
     return arrays, names, labels
 
 
@@ -154,29 +210,38 @@ def _backend_for(device: Any, backend: Backend):
     return cpu.Driver(device)
 
 
+def _check_string_data(device: Any, arrays: Sequence[Any], labels: Sequence[str]) -> dict[int, int]:
+    """Offsets of every string column checked; ``{index: bytes its rows span}``."""
+    return {i: _string_bytes(device, a, lb) for i, (a, lb) in enumerate(zip(arrays, labels,
+                                                                          strict=True))
+            if isinstance(a, Strings)}
+
+
 def _prepare(keys, kinds, valids):
     """Re-view keys (zero-copy) so kernels see integers; masks as uint8."""
-    cols = [k.view(view) for k, (_, view) in zip(keys, kinds, strict=True)]
+    cols = [k if view is None else k.view(view) for k, (_, view) in zip(keys, kinds, strict=True)]
     masks = [None if m is None else m.view(np.uint8) for m in valids]
     return cols, [kind for kind, _ in kinds], masks
 
 
 def _check_out(device: Any, out: Sequence[Any] | None, ids_out: Any, columns: Sequence[Any],
-               labels: Sequence[str], nrows: int) -> list[Any] | None:
+               labels: Sequence[str], nrows: int,
+               string_bytes: Mapping[int, int]) -> list[Any] | None:
     """Validate caller-supplied output buffers (before any allocation)."""
     if out is None and ids_out is None:
         return None
     inputs = set()
     for c in columns:
-        inputs.add(device.allocation_of(c)[0])
+        for a in ((c.offsets, c.chars) if isinstance(c, Strings) else (c,)):
+            inputs.add(device.allocation_of(a)[0])
     seen: dict[int, str] = {}
 
-    def check(buf: Any, label: str, dtype: Any) -> None:
+    def check(buf: Any, label: str, dtype: Any, size: int = nrows, unit: str = "rows") -> None:
         if not device.is_device_array(buf):
             raise ValueError(f"{label} is a {type(buf).__name__}, not an array of device "
                              f"{getattr(device, 'name', device)!r}")
-        if buf.ndim != 1 or len(buf) != nrows:
-            raise ValueError(f"{label} must be 1-D with {nrows} rows, got shape "
+        if buf.ndim != 1 or len(buf) != size:
+            raise ValueError(f"{label} must be 1-D with {size} {unit}, got shape "
                              f"{tuple(buf.shape)}")
         if buf.dtype != dtype:
             raise ValueError(f"{label} has dtype {buf.dtype}, expected {np.dtype(dtype)}")
@@ -200,8 +265,16 @@ def _check_out(device: Any, out: Sequence[Any] | None, ids_out: Any, columns: Se
     if len(out) != len(columns):
         raise ValueError(f"out has {len(out)} arrays for {len(columns)} columns "
                          "(keys then payload)")
-    for buf, col, label in zip(out, columns, labels, strict=True):
-        check(buf, f"out for {label}", col.dtype)
+    for k, (buf, col, label) in enumerate(zip(out, columns, labels, strict=True)):
+        if isinstance(col, Strings):
+            if not isinstance(buf, Strings):
+                raise ValueError(f"out for {label} must be Strings(offsets, chars), got "
+                                 f"{type(buf).__name__}")
+            check(buf.offsets, f"offsets out for {label}", col.offsets.dtype, nrows + 1,
+                  "entries")
+            check(buf.chars, f"chars out for {label}", np.uint8, string_bytes[k], "bytes")
+        else:
+            check(buf, f"out for {label}", col.dtype)
     return out
 
 
@@ -217,6 +290,7 @@ def hash_columns(device: Any, keys: Columns, valid: Sequence[Any] | None = None,
     _check_lengths(arrays + [m for m in valids if m is not None],
                    labels + [f"validity mask of {lb}" for lb, m in zip(labels, valids, strict=True)
                              if m is not None])
+    _check_string_data(device, arrays, labels)
     driver = _backend_for(device, backend)
     return driver.hash_columns(*_prepare(arrays, kinds, valids))
 
@@ -229,6 +303,7 @@ def partition_ids(device: Any, keys: Columns, npartitions: int,
     _check_lengths(arrays + [m for m in valids if m is not None],
                    labels + [f"validity mask of {lb}" for lb, m in zip(labels, valids, strict=True)
                              if m is not None])
+    _check_string_data(device, arrays, labels)
     driver = _backend_for(device, backend)
     return driver.ids(*_prepare(arrays, kinds, valids), n)
 
@@ -239,15 +314,19 @@ def partition(device: Any, keys: Columns, payload: Columns = (), npartitions: in
     """Hash-partition rows: ids, counts, offsets and every column scattered,
     stably, into one contiguous partition-ordered buffer.
 
-    ``keys``/``payload`` are sequences of 1-D device arrays, or mappings of
-    name -> array (names then appear in error messages and ``result.names``).
+    ``keys``/``payload`` are sequences of 1-D device arrays or ``Strings``,
+    or mappings of name -> column (names then appear in error messages and
+    ``result.names``).  A string column is scattered with one pass over its
+    offsets and one over its chars, into one offsets and one chars buffer.
     ``valid`` gives an optional bool mask per key column (True = valid); a
     null key hashes to a fixed value.  The masks themselves are not carried:
     pass them as payload columns to keep them.
 
     ``out`` (optional) reuses caller-owned buffers for ``result.columns``: one
     contiguous 1-D array per column (keys then payload) of the same device,
-    length and dtype, sharing no memory with the inputs or with each other.
+    length and dtype, sharing no memory with the inputs or with each other;
+    for a string column, ``Strings`` of ``nrows + 1`` offsets of its offset
+    dtype and exactly ``offsets[-1] - offsets[0]`` chars.
     ``ids_out`` likewise reuses an int32 buffer for ``result.ids``.  Passing
     them skips allocating (and first-touching) the large outputs on every
     call; a bad buffer raises ``ValueError`` naming the column, before
@@ -260,10 +339,12 @@ def partition(device: Any, keys: Columns, payload: Columns = (), npartitions: in
     mlabels = [f"validity mask of {lb}" for lb, m in zip(klabels, valids, strict=True)
                if m is not None]
     nrows = _check_lengths(karr + parr + masks, klabels + plabels + mlabels)
-    out = _check_out(device, out, ids_out, karr + parr, klabels + plabels, nrows)
+    string_bytes = _check_string_data(device, karr + parr, klabels + plabels)
+    out = _check_out(device, out, ids_out, karr + parr, klabels + plabels, nrows, string_bytes)
     driver = _backend_for(device, backend)
     cols, kind_names, kmasks = _prepare(karr, kinds, valids)
     ids, counts, offsets, out = driver.partition(cols, kind_names, kmasks, karr + parr, n,
-                                                 out=out, ids_out=ids_out)
+                                                 out=out, ids_out=ids_out,
+                                                 string_bytes=string_bytes)
     return PartitionResult(ids=ids, counts=counts, offsets=offsets, columns=out,
                            names=knames + pnames, npartitions=n)

@@ -19,6 +19,12 @@ Algorithm (``NB`` blocks, block ``b`` owns the contiguous rows
    advances ``cursor[p]``.  Destinations are written to ``dest``.
 4. ``scatter``: ``out[dest[i]] = col[i]`` for every column (coalesced reads).
 
+A string column (``Strings``) is hashed by its own kernel into a row-hash
+column.  It is scattered after ``rank``, one pass per buffer: each row's
+length goes to ``lens[dest[i]]`` (the offsets pass), an exclusive scan of
+``lens`` gives the new offsets, and each row's bytes are copied to
+``chars_out[new_offsets[dest[i]]:...]`` (the chars pass, one thread a row).
+
 Only ``syncthreads``, shared arrays and atomics are used (no warp
 intrinsics), so the very same kernels run under ``NUMBA_ENABLE_CUDASIM=1``.
 Known cost: the in-tile rank is ``O(TPB)`` shared-memory reads per row; a
@@ -34,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from .hashing import SEED, compile_functions
+from .strings import Strings
 
 TPB = 128  # threads per block (and rows per rank tile)
 SHARED_MAX = 4096  # partitions that fit the shared-memory histogram / cursor
@@ -121,6 +128,89 @@ def _hash_step(kind: str):
             h[i] = step(h0, col, valid, has_valid, i)
 
     return kernel
+
+
+@cache
+def _hash_string_step():
+    _cuda()
+    step = _functions().string_step
+
+    @cuda.jit
+    def kernel(offsets, chars, valid, has_valid, h, first):
+        start = cuda.grid(1)
+        stride = cuda.gridsize(1)
+        for i in range(start, offsets.shape[0] - 1, stride):
+            h0 = SEED if first else h[i]
+            h[i] = step(h0, offsets, chars, valid, has_valid, i)
+
+    return kernel
+
+
+@cache
+def _string_kernels():
+    _cuda()
+
+    @cuda.jit
+    def lengths(dest, offsets, lens):
+        """The offsets pass: ``lens[dest[i]] = length of row i``; ``lens[nrows] = 0``."""
+        start = cuda.grid(1)
+        stride = cuda.gridsize(1)
+        nrows = dest.shape[0]
+        if start == 0:
+            lens[nrows] = 0
+        for i in range(start, nrows, stride):
+            lens[dest[i]] = offsets[i + 1] - offsets[i]
+
+    @cuda.jit
+    def copy_chars(dest, offsets, chars, new_off, out_chars):
+        """The chars pass: row ``i``'s bytes to ``out_chars[new_off[dest[i]]:]``."""
+        start = cuda.grid(1)
+        stride = cuda.gridsize(1)
+        for i in range(start, dest.shape[0], stride):
+            s = offsets[i]
+            d = new_off[dest[i]]
+            for k in range(offsets[i + 1] - s):
+                out_chars[d + k] = chars[s + k]
+
+    @cuda.jit
+    def cast(src, dst):
+        start = cuda.grid(1)
+        stride = cuda.gridsize(1)
+        for i in range(start, src.shape[0], stride):
+            dst[i] = src[i]
+
+    @cuda.jit
+    def first_bad(offsets, flag):
+        """``flag[0]``: the least ``i`` with ``offsets[i] > offsets[i+1]``
+        (left as is if none); ``flag[1] = 1`` if ``offsets[0] < 0``."""
+        start = cuda.grid(1)
+        stride = cuda.gridsize(1)
+        if start == 0 and offsets.shape[0] > 0 and offsets[0] < 0:
+            flag[1] = 1
+        for i in range(start, offsets.shape[0] - 1, stride):
+            if offsets[i] > offsets[i + 1]:
+                cuda.atomic.min(flag, 0, i)
+
+    return lengths, copy_chars, cast, first_bad
+
+
+def first_bad_offset(device: Any, offsets: Any) -> int:
+    """Like ``cpu.first_bad_offset`` for device arrays: -1 if fine, -2 if the
+    first offset is negative, else the first decreasing position.  Uses (and
+    frees) 16 bytes of device scratch."""
+    n = len(offsets)
+    flag = device.empty(2, np.int64)
+    flag[0] = n
+    flag[1] = 0
+    if n > 1:
+        blocks = max(1, min(MAX_BLOCKS * 4, -(-n // TPB)))
+        _string_kernels()[3][blocks, TPB](_raw(offsets), _raw(flag))
+        _cuda().synchronize()
+    first, neg = (int(x) for x in device.to_host(flag))
+    del flag
+    if neg:
+        return -2
+    return -1 if first == n else first
 
 
 @cache
@@ -296,7 +386,11 @@ class Driver:
             blocks = max(1, min(MAX_BLOCKS, -(-nrows // TPB)))
             for k, (col, kind, m) in enumerate(zip(cols, kinds, masks, strict=True)):
                 mask, has = self._mask(m)
-                _hash_step(kind)[blocks, TPB](_raw(col), mask, has, _raw(h), k == 0)
+                if kind == "s":
+                    _hash_string_step()[blocks, TPB](_raw(col.offsets), _raw(col.chars), mask,
+                                                     has, _raw(h), k == 0)
+                else:
+                    _hash_step(kind)[blocks, TPB](_raw(col), mask, has, _raw(h), k == 0)
             self._sync()
         return h
 
@@ -313,8 +407,9 @@ class Driver:
         return out
 
     def _source(self, cols, kinds, masks):
-        """One column to compute ids from: the key itself, or the folded row hash."""
-        if len(cols) == 1:
+        """One column to compute ids from: the key itself, or the folded row hash
+        (several keys, or a string key)."""
+        if len(cols) == 1 and kinds[0] != "s":
             mask, has = self._mask(masks[0])
             return cols[0], kinds[0], mask, has
         return self.hash_columns(cols, kinds, masks), "h", _raw(self._no_mask), False
@@ -354,12 +449,22 @@ class Driver:
         self._sync()
         return ids, counts, offsets, (pos, (nb, rpb))
 
-    def partition(self, cols, kinds, masks, columns, n, out=None, ids_out=None):
+    def partition(self, cols, kinds, masks, columns, n, out=None, ids_out=None,
+                  string_bytes=None):
         dev = self.device
         ids, counts, offsets, (pos, (nb, rpb)) = self.ids_counts(cols, kinds, masks, n, ids_out)
-        out = [dev.empty(len(c), c.dtype) for c in columns] if out is None else list(out)
+        if out is None:
+            out = [Strings(dev.empty(len(c) + 1, c.offsets.dtype),
+                           dev.empty((string_bytes or {})[i], np.uint8))
+                   if isinstance(c, Strings) else dev.empty(len(c), c.dtype)
+                   for i, c in enumerate(columns)]
+        else:
+            out = list(out)
         nrows = len(ids)
         if nrows == 0:
+            for o in out:
+                if isinstance(o, Strings):
+                    o.offsets[...] = 0
             return ids, counts, offsets, out
         dest = dev.empty(nrows, np.int64)
         shared = n <= min(SHARED_PARTITIONS_LIMIT, SHARED_MAX)
@@ -369,7 +474,22 @@ class Driver:
         blocks = max(1, min(MAX_BLOCKS * 4, -(-nrows // TPB)))
         scatter = _scatter()
         for c, o in zip(columns, out, strict=True):
+            if isinstance(c, Strings):
+                self._scatter_strings(dest, c, o, blocks)
+                continue
             width = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[c.dtype.itemsize]
             scatter[blocks, TPB](_raw(dest), _raw(c.view(width)), _raw(o.view(width)))
         self._sync()
         return ids, counts, offsets, out
+
+    def _scatter_strings(self, dest, col, out, blocks):
+        """One pass over the offsets (lengths to their new rows), a scan, one
+        pass over the chars."""
+        lengths, copy_chars, cast, _ = _string_kernels()
+        lens = self.device.empty(len(dest) + 1, np.int64)
+        lengths[blocks, TPB](_raw(dest), _raw(col.offsets), _raw(lens))
+        new_off = self._scan(lens)
+        del lens
+        copy_chars[blocks, TPB](_raw(dest), _raw(col.offsets), _raw(col.chars), _raw(new_off),
+                                _raw(out.chars))
+        cast[blocks, TPB](_raw(new_off), _raw(out.offsets))

@@ -52,7 +52,7 @@ def test_object_key_names_the_column(dev, cols):
     dev_is = dev.is_device_array
     dev.is_device_array = lambda a: isinstance(a, Obj) or dev_is(a)
     _raises(dev, TypeError, r"^key column 'name' has unsupported dtype object; keys must be "
-            r"bool, int8-64, uint8-64, float32/64, datetime64 or timedelta64$",
+            r"bool, int8-64, uint8-64, float32/64, datetime64, timedelta64 or Strings$",
             partition, {"id": cols[0], "name": obj}, [], 4)
 
 
@@ -65,7 +65,7 @@ def test_string_key_names_the_column_index(dev, cols):
 def test_string_payload_names_the_column(dev, cols):
     s = dev.asarray(np.array([b"ab"] * 10))
     _raises(dev, TypeError, r"^payload column 'tag' has unsupported dtype \|S2; payload columns "
-            r"must be fixed-width with an itemsize of 1, 2, 4 or 8 bytes$",
+            r"must be fixed-width with an itemsize of 1, 2, 4 or 8 bytes, or Strings$",
             partition, [cols[0]], {"v": cols[1], "tag": s}, 4)
 
 
