@@ -276,10 +276,23 @@ class SimDevice(TransferCounters):
         self._ledger.release(alloc.nbytes)
 
 
+_chosen_device: SimDevice | None = None
+
+
+def _set_default_sim_device(device: SimDevice | None) -> None:
+    """Set by ``reference_impl.device.set_default_device``; None forgets it."""
+    global _chosen_device
+    with _default_lock:
+        _chosen_device = device
+
+
 def default_sim_device() -> SimDevice:
-    """This process's default sim device (capacity from ``$PROXIFY_SIM_CAPACITY``)."""
+    """This process's default sim device: the one set with ``set_default_device``,
+    else one made on first use (capacity from ``$PROXIFY_SIM_CAPACITY``)."""
     global _default_device
     with _default_lock:
+        if _chosen_device is not None:
+            return _chosen_device
         if _default_device is None:
             capacity = os.environ.get(_CAPACITY_ENV, DEFAULT_SIM_CAPACITY)
             _default_device = SimDevice(capacity, name="sim:default")

@@ -34,3 +34,20 @@ def test_cuda_device_fails_only_when_used_without_a_gpu():
         CudaDevice()
     with pytest.raises(DeviceUnavailableError):
         get_device("cuda")
+
+
+def test_a_default_device_is_what_auto_returns_until_it_is_unset():
+    from reference_impl.device import default_device, default_sim_device, set_default_device
+
+    dev = SimDevice("1 MiB")
+    assert set_default_device(dev) is None
+    try:
+        assert get_device("auto") is dev and default_device() is dev
+        assert default_sim_device() is dev  # where arrays from other processes land
+        assert get_device("auto", "1 MiB") is not dev  # an explicit capacity: a new device
+        assert get_device("sim") is not dev  # "sim" always makes one
+    finally:
+        assert set_default_device(None) is dev
+    assert default_device() is None and default_sim_device() is not dev
+    with pytest.raises(TypeError, match="expected a Device or None, got str"):
+        set_default_device("sim")
