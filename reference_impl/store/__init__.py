@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from .dask_hooks import register_dask_serializers
 from .dispatch import ArrayType, DeviceType, register_device_type
 from .errors import SpillDirectoryError, SpillIntegrityError, SpillWarning, StoreClosedError
 from .hostfile import ProxifyHostFile
 from .proxy import ProxyObject
 from .units import StoreSnapshot
+
+register_dask_serializers()
 
 __all__ = [
     "ArrayType",

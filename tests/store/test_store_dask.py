@@ -5,7 +5,7 @@ from __future__ import annotations
 import distributed  # a hard dependency (pyproject.toml): missing, this must error, not skip
 import numpy as np
 
-from reference_impl import ProxifyHostFile, ProxyObject, get_device
+from reference_impl import ProxifyHostFile, ProxyObject, SimArray, get_device
 
 
 def make(i):
@@ -50,4 +50,7 @@ def test_local_cluster_computation(tmp_path):
         assert set(snap.tiers.values()) >= {"device", "host"}  # 6 x 800 B > limit: some spilled
         kinds = client.run(first_value_type)
         assert set(kinds.values()) <= {ProxyObject.__name__}
+        gathered = client.gather(futures)  # proxies on the worker, the arrays at the client
+        assert {type(a) for a in gathered} == {SimArray}
+        assert [float(a.view(np.ndarray)[0]) for a in gathered] == list(range(6))
         del futures
