@@ -103,6 +103,8 @@ def _check_strings(device: Any, col: Strings, label: str) -> None:
         raise TypeError(f"offsets of {label} must be int32 or int64, got {col.offsets.dtype}")
     if col.chars.dtype != np.uint8:
         raise TypeError(f"chars of {label} must be uint8, got {col.chars.dtype}")
+    if not col.chars.flags.c_contiguous:
+        raise ValueError(f"chars of {label} must be contiguous (rows are copied as byte runs)")
     if len(col.offsets) < 1:
         raise ValueError(f"offsets of {label} must have rows + 1 entries, got none")
 

@@ -247,6 +247,7 @@ def test_negative_first_offset(dev):
     ("int8 chars", TypeError, r"^chars of key column 0 must be uint8, got int8$"),
     ("no offsets", ValueError, r"^offsets of key column 0 must have rows \+ 1 entries, got none$"),
     ("2-D chars", ValueError, r"^chars of key column 0 must be 1-D, got shape \(2, 2\)$"),
+    ("strided chars", ValueError, r"^chars of key column 0 must be contiguous"),
 ])
 def test_bad_string_buffers(dev, what, exc, match):
     off = np.array([0, 1, 4], np.int32)
@@ -258,6 +259,7 @@ def test_bad_string_buffers(dev, what, exc, match):
         "int8 chars": lambda: Strings(dev.asarray(off), dev.asarray(chars.view(np.int8))),
         "no offsets": lambda: Strings(dev.asarray(off[:0]), dev.asarray(chars)),
         "2-D chars": lambda: Strings(dev.asarray(off), dev.asarray(chars.reshape(2, 2))),
+        "strided chars": lambda: Strings(dev.asarray(off), dev.asarray(np.zeros(8, np.uint8))[::2]),
     }[what]()
     _raises(dev, exc, match, partition, [s], [], 4)
 
