@@ -1,0 +1,203 @@
+"""``shuffle(client, inputs, on, npartitions)`` and ``shuffle_dataframe(ddf, on, npartitions)``.
+
+The graph is explicit-comms shaped: one transfer task per worker holding
+inputs (pinned there), one barrier, and one unpack task per output (pinned to
+its worker), all on dask.distributed's own scheduler. Nothing is submitted
+until the inputs have been described and checked (:mod:`.plan`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import distributed
+from distributed import Client, Future
+
+from . import plan as planning
+from .barrier import barrier
+from .coordinator import REGISTER_OP, ShuffleSchedulerPlugin
+from .plugin import EXTENSION, ShuffleWorkerPlugin
+from .transfer import transfer
+from .unpack import unpack
+
+
+def _as_futures(client: Client, inputs: Any) -> list[Future]:
+    from dask import is_dask_collection
+
+    if is_dask_collection(inputs):
+        persisted = client.persist(inputs)
+        futures = distributed.futures_of(persisted)
+        return sorted(futures, key=lambda f: _key_order(f.key))
+    items = list(inputs)
+    for i, item in enumerate(items):
+        if not isinstance(item, Future):
+            raise TypeError(
+                f"input {i} is a {type(item).__name__}; pass futures of Tables "
+                "(client.scatter / client.submit) or a dask collection of them"
+            )
+    return items
+
+
+def _key_order(key: Any) -> Any:
+    return key[1:] if isinstance(key, tuple) else (key,)
+
+
+def _has_extension(dask_worker: distributed.Worker) -> bool:
+    return EXTENSION in dask_worker.extensions
+
+
+def _ensure_plugins(client: Client) -> list[str]:
+    """Workers able to take part (those with the extension; it is installed where missing)."""
+    client.register_plugin(ShuffleSchedulerPlugin())
+    found = client.run(_has_extension)
+    if not all(found.values()):
+        client.register_plugin(ShuffleWorkerPlugin())
+        found = client.run(_has_extension)
+    workers = sorted(w for w, ok in found.items() if ok)
+    if not workers:
+        raise RuntimeError("the cluster has no workers")
+    return workers
+
+
+def shuffle(
+    client: Client, inputs: Any, on: str | Sequence[str], npartitions: int
+) -> list[Future]:
+    """Hash-partition ``inputs`` (futures of Tables, or a dask collection of them) by
+    the key columns ``on`` into ``npartitions`` Tables; output ``i`` is at index ``i``.
+
+    Equal keys (nulls, NaNs and -0.0 included) land in the same output; rows keep
+    their input order within an output; each output's worker is fixed by the
+    sorted worker list. Bad input raises here, before any data moves. A worker
+    lost mid-shuffle makes the outputs raise a ShuffleError naming phase and worker.
+    """
+    futures = _as_futures(client, inputs)
+    keys = planning.check_arguments(len(futures), on, npartitions)
+    described = client.gather(client.map(planning.describe_input, futures, pure=False))
+    schema = planning.check_schemas(described, keys)
+    planning.check_types(schema, keys, npartitions)
+    workers = _ensure_plugins(client)
+    placement = planning.place(npartitions, workers)
+
+    shuffle_id = f"devshuffle-{uuid.uuid4().hex[:16]}"
+    holders = client.who_has(futures)
+    by_worker: dict[str, list[int]] = {}
+    for i, f in enumerate(futures):
+        holding = sorted(holders.get(f.key, ()))
+        where = next((w for w in holding if w in workers), None) or workers[i % len(workers)]
+        by_worker.setdefault(where, []).append(i)
+
+    spec = {
+        "on": keys,
+        "npartitions": npartitions,
+        "placement": placement,
+        "schema": schema,
+    }
+    transfer_keys = {w: f"{shuffle_id}-transfer-{n}" for n, w in enumerate(sorted(by_worker))}
+    barrier_key = f"{shuffle_id}-barrier"
+    unpack_keys = [f"{shuffle_id}-unpack-{i}" for i in range(npartitions)]
+    participants = sorted(set(workers))
+    client.sync(
+        getattr(client.scheduler, REGISTER_OP),
+        shuffle_id=shuffle_id,
+        workers=participants,
+        barrier=barrier_key,
+        keys=[*transfer_keys.values(), *unpack_keys],
+    )
+    transfers = [
+        client.submit(
+            transfer,
+            shuffle_id,
+            spec,
+            indices,
+            *[futures[i] for i in indices],
+            key=transfer_keys[w],
+            workers=[w],
+            allow_other_workers=False,
+            pure=False,
+        )
+        for w, indices in sorted(by_worker.items())
+    ]
+    done = client.submit(barrier, shuffle_id, spec, *transfers, key=barrier_key, pure=False)
+    del transfers
+    return [
+        client.submit(
+            unpack,
+            shuffle_id,
+            i,
+            done,
+            key=unpack_keys[i],
+            workers=[placement[i]],
+            allow_other_workers=False,
+            pure=False,
+        )
+        for i in range(npartitions)
+    ]
+
+
+def _frame_to_table(df: Any) -> Any:
+    from reference_impl.device import get_device
+    from reference_impl.table import Table
+
+    device = get_device("auto")  # the worker's own device
+    if type(df).__module__.startswith("cudf"):
+        return Table.from_cudf(df, device)
+    return Table.from_pandas(df, device, preserve_index=True)
+
+
+def _table_to_frame(table: Any, cudf: bool) -> Any:
+    return table.to_cudf() if cudf else table.to_pandas()
+
+
+def check_frame_schema(meta: Any) -> None:
+    """Every column of a dask DataFrame's ``_meta`` must be one a Table holds."""
+    import pyarrow as pa
+
+    from reference_impl.table.dtypes import check_arrow_type
+
+    for name in meta.columns:
+        try:
+            type_ = pa.Schema.from_pandas(meta[[name]], preserve_index=False).field(0).type
+        except (pa.ArrowException, TypeError, ValueError) as exc:
+            raise TypeError(
+                f"column {name!r} has dtype {meta[name].dtype}, which Arrow cannot hold: {exc}"
+            ) from exc
+        if pa.types.is_null(type_):  # an object column with no sample: strings in practice
+            continue
+        try:
+            check_arrow_type(str(name), type_)
+        except TypeError as exc:
+            raise TypeError(
+                f"column {name!r} has dtype {meta[name].dtype}, which the shuffle does not "
+                f"support: {exc}"
+            ) from exc
+
+
+def shuffle_dataframe(
+    ddf: Any, on: str | Sequence[str], npartitions: int | None = None, *, client: Client | None = None
+) -> Any:
+    """Shuffle a pandas- or cuDF-backed dask DataFrame by ``on`` into ``npartitions``
+    partitions (default: as many as it has), through device Tables; returns one.
+
+    The index travels as a column and is restored; dtypes round-trip through Arrow.
+    """
+    import dask
+    import dask.dataframe as dd
+
+    client = client or distributed.get_client()
+    meta = ddf._meta
+    keys = planning.check_arguments(ddf.npartitions, on, npartitions or ddf.npartitions)
+    missing = [k for k in keys if k not in meta.columns]
+    if missing:
+        from reference_impl.table import ColumnNotFoundError
+
+        raise ColumnNotFoundError(missing, [str(c) for c in meta.columns])
+    check_frame_schema(meta)
+    cudf = type(meta).__module__.startswith("cudf")
+    frames = client.compute(ddf.to_delayed())
+    tables = client.map(_frame_to_table, frames, pure=False)
+    del frames
+    outputs = shuffle(client, tables, keys, npartitions or ddf.npartitions)
+    parts = [dask.delayed(_table_to_frame)(out, cudf) for out in outputs]
+    return dd.from_delayed(parts, meta=meta, verify_meta=False)

@@ -1,0 +1,147 @@
+"""The scheduler side: turn a lost worker into a ShuffleError, and clean up.
+
+``ShuffleSchedulerPlugin`` knows each active shuffle's tasks and workers
+(``device_shuffle_register``, called by :func:`~reference_impl.shuffle.shuffle`
+before it submits them). Its transfer and unpack tasks are pinned to their
+workers, so when one of those workers dies they could wait forever in
+``no-worker``; the plugin errs them with a :class:`ShuffleError` naming the
+phase the shuffle was in and the worker, which the output futures then raise.
+During transfer it also tells the other workers to stop (their sends to the
+dead worker would only wait for a connect timeout).
+
+When the barrier task is released, forgotten or erred (the shuffle finished,
+failed, or the client cancelled its outputs), every participating worker is
+told to drop that shuffle's state.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from distributed.diagnostics.plugin import SchedulerPlugin
+from distributed.protocol import pickle
+
+from .errors import ShuffleError
+from .plugin import CLOSE_OP, FAIL_OP
+
+logger = logging.getLogger(__name__)
+REGISTER_OP = "device_shuffle_register"
+
+
+@dataclass
+class ActiveShuffle:
+    id: str
+    workers: set[str]
+    barrier: str
+    keys: set[str]
+    phase: str = "transfer"
+    lost: dict[str, str] = field(default_factory=dict)  # worker -> phase it was lost in
+
+
+class ShuffleSchedulerPlugin(SchedulerPlugin):
+    name = "device-shuffle-coordinator"
+    idempotent = True
+
+    def __init__(self) -> None:
+        self.scheduler: Any = None
+        self.active: dict[str, ActiveShuffle] = {}
+        self.by_key: dict[str, str] = {}
+
+    async def start(self, scheduler: Any) -> None:
+        self.scheduler = scheduler
+        scheduler.handlers[REGISTER_OP] = self.register
+
+    async def close(self) -> None:
+        if self.scheduler is not None:
+            self.scheduler.handlers.pop(REGISTER_OP, None)
+
+    def register(self, shuffle_id: str, workers: list[str], barrier: str, keys: list[str]) -> str:
+        shuffle = ActiveShuffle(shuffle_id, set(workers), barrier, set(keys) | {barrier})
+        self.active[shuffle_id] = shuffle
+        for key in shuffle.keys:
+            self.by_key[key] = shuffle_id
+        return "OK"
+
+    def transition(
+        self, key: Any, start: str, finish: str, *args: Any, stimulus_id: str, **kwargs: Any
+    ) -> None:
+        sid = self.by_key.get(key)
+        shuffle = self.active.get(sid) if sid is not None else None
+        if shuffle is None:
+            return
+        if key == shuffle.barrier:
+            if finish == "memory":
+                shuffle.phase = "unpack"
+            elif finish in ("released", "forgotten", "erred"):
+                # After this transition (and a worker removal that caused it) completes,
+                # so the reason can name a lost worker.
+                self.scheduler.loop.add_callback(self._finish, sid, f"its barrier was {finish}")
+        elif finish == "no-worker" and shuffle.lost:
+            # Not from inside a transition: err it right after this one completes.
+            self.scheduler.loop.add_callback(self._fail_unrunnable, sid, stimulus_id)
+
+    def remove_worker(self, scheduler: Any, worker: str, *, stimulus_id: str, **kwargs: Any) -> None:
+        for shuffle in list(self.active.values()):
+            if worker not in shuffle.workers or worker in shuffle.lost:
+                continue
+            shuffle.lost[worker] = shuffle.phase
+            if shuffle.phase == "transfer":
+                reason = "a worker of the shuffle left the cluster during transfer"
+                msgs = {
+                    w: [
+                        {
+                            "op": FAIL_OP,
+                            "shuffle_id": shuffle.id,
+                            "phase": "transfer",
+                            "worker": worker,
+                            "reason": reason,
+                        }
+                    ]
+                    for w in shuffle.workers
+                    if w != worker and w in scheduler.workers
+                }
+                scheduler.send_all({}, msgs)
+            self._fail_unrunnable(shuffle.id, stimulus_id)
+
+    def _fail_unrunnable(self, shuffle_id: str, stimulus_id: str) -> None:
+        """Err this shuffle's tasks that wait for a worker that is gone."""
+        shuffle = self.active.get(shuffle_id)
+        if shuffle is None or not shuffle.lost:
+            return
+        scheduler = self.scheduler
+        worker, phase = next(iter(shuffle.lost.items()))
+        stuck = [ts for ts in list(scheduler.unrunnable) if ts.key in shuffle.keys]
+        for ts in stuck:
+            if ts.state != "no-worker":
+                continue
+            exc = ShuffleError(
+                shuffle_id, phase, worker, f"the worker left the cluster; {ts.key} was pinned to it"
+            )
+            recs = scheduler.transition(
+                ts.key,
+                "erred",
+                stimulus_id=f"{stimulus_id}-device-shuffle",
+                exception=pickle.dumps(exc),
+                cause=ts.key,
+                exception_text=str(exc),
+            )
+            scheduler.transitions(recs, stimulus_id=f"{stimulus_id}-device-shuffle")
+
+    def _finish(self, shuffle_id: str, reason: str) -> None:
+        shuffle = self.active.pop(shuffle_id, None)
+        if shuffle is None:
+            return
+        if shuffle.lost:
+            reason += "; " + ", ".join(
+                f"worker {w} left the cluster during {phase}" for w, phase in shuffle.lost.items()
+            )
+        for key in shuffle.keys:
+            self.by_key.pop(key, None)
+        msgs = {
+            w: [{"op": CLOSE_OP, "shuffle_id": shuffle.id, "reason": reason}]
+            for w in shuffle.workers
+            if w in self.scheduler.workers
+        }
+        self.scheduler.send_all({}, msgs)
