@@ -65,7 +65,8 @@ class UnitIndex:
                 holders.add(pid)
                 if len(holders) == 2:
                     self.links += 1
-        self.raw[id(obj)] = pid
+        rid = rec.raw_id = id(obj)
+        self.raw[rid] = pid
         rec.restore_nbytes = int(detail.meta.get("nbytes", 0)) or rec.device_nbytes
 
     def drop_allocs(self, rec: Record, obj: Any = None) -> None:
@@ -80,12 +81,12 @@ class UnitIndex:
                 del self.alloc_pids[aid]
                 self.device_bytes -= self.alloc_size.pop(aid)
         rec.allocs = {}
-        if obj is not None and self.raw.get(id(obj)) == rec.pid:
-            del self.raw[id(obj)]
-        else:
-            stale = [k for k, v in self.raw.items() if v == rec.pid] if obj is None else []
-            for k in stale:
-                del self.raw[k]
+        # Only add_allocs maps an id to a pid, and it records that id on the record, so
+        # the one raw entry that can name ``rec`` is at rec.raw_id: no scan of the table.
+        rid = rec.raw_id if obj is None else id(obj)
+        if self.raw.get(rid) == rec.pid:
+            del self.raw[rid]
+        rec.raw_id = 0
 
     # --- keys ---------------------------------------------------------------------
     def add_key(self, rec: Record, key: Hashable) -> None:

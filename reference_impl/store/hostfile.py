@@ -235,8 +235,15 @@ class ProxifyHostFile(MutableMapping):
             return super().pop(key, *default)
 
     def popitem(self) -> tuple[Hashable, Any]:
+        # The mixin takes next(iter(self)), and __iter__ copies every key: O(n) per call.
         with self._lock:
-            return super().popitem()
+            try:
+                key = next(iter(self._entries))
+            except StopIteration:
+                raise KeyError("popitem(): the store is empty") from None
+            value = self[key]
+            del self[key]
+            return key, value
 
     def setdefault(self, key: Hashable, default: Any = None) -> Any:
         with self._lock:

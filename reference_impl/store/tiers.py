@@ -138,9 +138,18 @@ class TierMover:
         limit = self.memory_limit
         if limit is None or self.host_bytes <= limit:
             return
+        victims = self.recency.host_victims(self.index.size)
+        try:
+            self._cascade(victims, limit)
+        finally:
+            close = getattr(victims, "close", None)
+            if close is not None:
+                close()  # now, not at collection: puts back the host units it popped
+
+    def _cascade(self, victims: Any, limit: int) -> None:
         index, recency = self.index, self.recency
         skip: set[Unit] = set()
-        for victim in recency.host_victims(index.size):
+        for victim in victims:
             if self.host_bytes <= limit:
                 break
             if victim in skip or victim not in recency.host:
@@ -158,7 +167,7 @@ class TierMover:
                     f"spilling {name} to {self.disk.path} failed "
                     f"({exc}); the value stays in host memory",
                     SpillWarning,
-                    stacklevel=3,
+                    stacklevel=4,
                 )
 
     # --- moves -------------------------------------------------------------------

@@ -25,7 +25,7 @@ class Record(weakref.ref):
 
     __slots__ = (
         "pid", "keys", "tier", "allocs", "host_nbytes", "disk_nbytes",
-        "restore_nbytes", "tick", "__weakref__",
+        "restore_nbytes", "tick", "hseq", "raw_id", "__weakref__",
     )  # fmt: skip
 
     __hash__ = object.__hash__
@@ -42,6 +42,8 @@ class Record(weakref.ref):
         self.disk_nbytes = 0
         self.restore_nbytes = 0  # device bytes needed to bring it back
         self.tick = 0
+        self.hseq = 0  # sequence number of its live entry in Recency's host heap
+        self.raw_id = 0  # id() of its device object in UnitIndex.raw (0: none)
 
     @property
     def external(self) -> bool:
@@ -59,7 +61,7 @@ class Entry:
     ``dask.sizeof`` and may itself be written to disk (then ``value`` is None).
     """
 
-    __slots__ = ("key", "value", "pids", "leaf_nbytes", "is_host_value", "file", "tick")
+    __slots__ = ("key", "value", "pids", "leaf_nbytes", "is_host_value", "file", "tick", "hseq")
 
     def __init__(self, key: Hashable, value: Any, pids: list[int], leaf_nbytes: int) -> None:
         self.key = key
@@ -69,6 +71,7 @@ class Entry:
         self.leaf_nbytes = leaf_nbytes  # host leaves (for a host value: the whole value)
         self.file: Any = None
         self.tick = 0
+        self.hseq = 0
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,628 @@
+"""Per-operation cost of the store at N = 10^3, 10^4 and 10^5 stored objects, in one run.
+
+Run from the repository root:
+
+    .venv/bin/python benchmarks/store_scaling.py                  # reference, zict, dask-cuda
+    .venv/bin/python benchmarks/store_scaling.py --ns 1000,10000 --no-peers
+
+Every operation should cost the same at every N (O(1) amortised, or O(log n)), so
+the printed ratio (µs/op at the largest N over µs/op at the smallest) should be
+near 1; an O(n) path shows up as a ratio near N_max/N_min.
+
+Method: each case builds one store per N, then runs ``repeat + 1`` rounds; each
+round times one batch of ``batch`` operations on every N in turn (interleaved, so
+load on a shared machine hits every N alike), then puts the store back as it was,
+untimed. The first round is a warm-up; the figure is the fastest round's time per
+operation. Arrays are 16 float64 (128 B) on the sim device, so the figures are
+the store's own bookkeeping, not copying.
+
+zict.Buffer runs in this process; dask-cuda 26.2 runs in its own environment
+(``.venv-daskcuda``, built by ``ci/dask-cuda-env.sh``) as a child process of this
+script. Its set is O(n) (``duplicate_check`` walks every proxy), so filling a store
+is O(N^2); it is skipped at the N where the projected fill time passes
+``--peer-fill-budget`` seconds, and the projection is printed instead.
+
+``tests/store/test_store_scaling.py`` runs the reference cases at 10^3 and 10^4.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import os
+import pickle
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
+
+from benchmarks._common import machine  # noqa: E402
+
+ELEMS = 16  # float64 per array: 128 B
+HUGE = 1 << 50
+
+
+@dataclass
+class State:
+    """One store of ``n`` objects and what a case needs to run and restore it."""
+
+    store: Any
+    n: int
+    arrays: dict[Any, Any]
+    order: list[Any]  # keys, least recently used first
+    batch: int
+    extra: dict[str, Any]
+    close: Callable[[], None]
+
+
+# --------------------------------------------------------------------------- stores
+class Reference:
+    """The reference ProxifyHostFile."""
+
+    name = "reference"
+
+    def __init__(self, base: str) -> None:
+        from reference_impl import get_device
+
+        self.dev = get_device("sim", HUGE)
+        self.base = base
+
+    def array(self) -> Any:
+        return self.dev.empty(ELEMS)
+
+    def make(self, device_limit: int = HUGE, host_limit: int | None = None) -> tuple[Any, Callable]:
+        from reference_impl import ProxifyHostFile
+
+        s = ProxifyHostFile(
+            device=self.dev,
+            device_memory_limit=device_limit,
+            memory_limit=host_limit,
+            local_directory=self.base,
+        )
+        return s, s.close
+
+    def register_external(self, s: Any, obj: Any) -> Any:
+        return s.register_external(obj)
+
+    def host_unit(self) -> int:
+        """Host bytes one spilled array takes (what the host limit counts)."""
+        return len(pickle.dumps(self.array(), protocol=5))
+
+    def evict(self, s: Any, nbytes: int) -> None:
+        s.evict(nbytes)
+
+    def drain(self, s: Any) -> None:
+        s.evict(0)  # any locked call forgets the proxies that died
+
+
+class DaskCuda(Reference):
+    """dask-cuda 26.2's ProxifyHostFile on the sim device, through the conformance adapter."""
+
+    name = "dask-cuda"
+
+    def __init__(self, base: str) -> None:
+        super().__init__(base)
+        from conformance.adapters.dask_cuda import adapter
+
+        self.adapter = adapter()
+
+    def make(self, device_limit: int = HUGE, host_limit: int | None = None) -> tuple[Any, Callable]:
+        from conformance.api import StoreEnv
+
+        env = StoreEnv(self.dev, device_limit, host_limit, tempfile.mkdtemp(dir=self.base))
+        s = self.adapter.create_store(env)
+        return s, lambda: self.adapter.close_store(s)
+
+    def register_external(self, s: Any, obj: Any) -> Any:
+        return self.adapter.register_external(s, obj)
+
+    def evict(self, s: Any, nbytes: int) -> None:
+        self.adapter.evict(s, nbytes)
+
+    def drain(self, s: Any) -> None:
+        pass  # dask-cuda forgets a dead proxy in its weakref callback
+
+
+class Zict(Reference):
+    """zict.Buffer: device dict -> pickled host dict -> files, the same three tiers."""
+
+    name = "zict.Buffer"
+
+    def make(self, device_limit: int = HUGE, host_limit: int | None = None) -> tuple[Any, Callable]:
+        import zict
+
+        directory = tempfile.mkdtemp(dir=self.base)
+        if host_limit is None:
+            host: Any = {}
+        else:
+            host = zict.Buffer({}, zict.File(directory), n=host_limit, weight=lambda k, v: len(v))
+        buf = zict.Buffer(
+            {}, zict.Func(pickle.dumps, pickle.loads, host), n=device_limit,
+            weight=lambda k, v: v.nbytes,
+        )  # fmt: skip
+
+        def close() -> None:
+            buf.clear()
+            shutil.rmtree(directory, ignore_errors=True)
+
+        return buf, close
+
+    def evict(self, s: Any, nbytes: int) -> None:
+        while nbytes > 0 and s.fast:
+            nbytes -= s.evict()
+
+
+STORES = {"reference": Reference, "zict.Buffer": Zict, "dask-cuda": DaskCuda}
+
+
+# ---------------------------------------------------------------------------- cases
+def _fill(st: Any, n: int, device_limit: int = HUGE, host_limit: int | None = None) -> State:
+    store, close = st.make(device_limit, host_limit)
+    arrays = {f"k{i}": st.array() for i in range(n)}
+    for k, a in arrays.items():
+        store[k] = a
+    return State(store, n, arrays, list(arrays), 0, {}, close)
+
+
+def _sample(state: State, seed: int = 0) -> list[Any]:
+    return random.Random(seed + state.n).sample(state.order, state.batch)
+
+
+def _rotate(state: State, start: int) -> list[Any]:
+    """Keys ``order[start:start+batch]``, then moved to the most recent end."""
+    o, b = state.order, state.batch
+    moved = o[start : start + b]
+    state.order = o[:start] + o[start + b :] + moved
+    return moved
+
+
+class Case:
+    """One operation: ``setup`` a store of n, ``run`` a timed batch, ``reset`` it untimed."""
+
+    name = ""
+    peers: tuple[str, ...] = ("zict.Buffer", "dask-cuda")
+
+    def setup(self, st: Any, n: int, batch: int) -> State:
+        state = _fill(st, n)
+        state.batch = batch
+        return state
+
+    def run(self, st: Any, state: State) -> int:
+        raise NotImplementedError
+
+    def reset(self, st: Any, state: State) -> None:
+        pass
+
+
+class Set(Case):
+    name = "set (new key)"
+
+    def setup(self, st, n, batch):
+        state = super().setup(st, n, batch)
+        state.extra["new"] = {f"new{i}": st.array() for i in range(batch)}
+        return state
+
+    def run(self, st, state):
+        s = state.store
+        for k, a in state.extra["new"].items():
+            s[k] = a
+        return state.batch
+
+    def reset(self, st, state):
+        for k in state.extra["new"]:
+            del state.store[k]
+
+
+class Get(Case):
+    name = "get"
+
+    def run(self, st, state):
+        s = state.store
+        for k in _sample(state):
+            s[k]
+        return state.batch
+
+
+class Use(Case):
+    name = "use of a proxy"
+    peers = ("dask-cuda",)
+
+    def setup(self, st, n, batch):
+        state = super().setup(st, n, batch)
+        state.extra["held"] = [state.store[k] for k in _sample(state)]
+        return state
+
+    def run(self, st, state):
+        for v in state.extra["held"]:
+            v[0]
+        return state.batch
+
+
+class Del(Case):
+    name = "del"
+
+    def run(self, st, state):
+        s = state.store
+        for k in _sample(state):
+            del s[k]
+        return state.batch
+
+    def reset(self, st, state):
+        s = state.store
+        for k in _sample(state):
+            s[k] = state.arrays[k]
+
+
+class Pop(Del):
+    name = "pop"
+
+    def run(self, st, state):
+        s = state.store
+        for k in _sample(state):
+            s.pop(k)
+        return state.batch
+
+
+class RegisterExternal(Case):
+    name = "register_external"
+    peers = ("dask-cuda",)
+
+    def setup(self, st, n, batch):
+        state = _fill(st, n // 2)
+        state.n, state.batch = n, batch
+        state.extra["alive"] = [st.register_external(state.store, st.array()) for _ in range(n // 2)]
+        state.extra["new"] = [st.array() for _ in range(batch)]
+        state.extra["out"] = []
+        return state
+
+    def run(self, st, state):
+        s, out = state.store, state.extra["out"]
+        for a in state.extra["new"]:
+            out.append(st.register_external(s, a))
+        return state.batch
+
+    def reset(self, st, state):
+        state.extra["out"].clear()
+        st.drain(state.store)
+
+
+class ExternalDies(RegisterExternal):
+    name = "an external dying"
+
+    def setup(self, st, n, batch):
+        state = super().setup(st, n, batch)
+        self.reset(st, state)
+        return state
+
+    def run(self, st, state):
+        state.extra["out"].clear()  # each proxy's weakref callback runs here
+        st.drain(state.store)  # and the store forgets them here
+        return state.batch
+
+    def reset(self, st, state):
+        out = state.extra["out"]
+        for a in state.extra["new"]:
+            out.append(st.register_external(state.store, a))
+
+
+class SpillToHost(Case):
+    """evict(1) spills exactly the least recently used device unit; half the store is on host."""
+
+    name = "spill to host (evict)"
+    peers = ("zict.Buffer", "dask-cuda")
+
+    def setup(self, st, n, batch):
+        state = super().setup(st, n, batch)
+        for _ in range(n // 2):
+            st.evict(state.store, 1)
+        return state
+
+    def run(self, st, state):
+        s = state.store
+        for _ in range(state.batch):
+            st.evict(s, 1)
+        return state.batch
+
+    def reset(self, st, state):
+        s = state.store
+        for k in _rotate(state, state.n // 2):  # the keys just spilled: back, most recent
+            s[k]
+
+
+class Unspill(SpillToHost):
+    name = "unspill from host"
+    peers = ("zict.Buffer",)  # dask-cuda's get returns the spilled proxy as it is
+
+    def run(self, st, state):
+        s = state.store
+        for k in _rotate(state, 0):  # the oldest host keys
+            s[k]
+        return state.batch
+
+    def reset(self, st, state):
+        for _ in range(state.batch):
+            st.evict(state.store, 1)
+
+
+class Cascade(Case):
+    """One host -> disk cascade of one unit per op, with every object on host."""
+
+    name = "cascade to disk"
+    peers = ()
+
+    def setup(self, st, n, batch):
+        state = super().setup(st, n, batch)
+        s = state.store
+        s.evict(HUGE)
+        state.extra["unit"] = s.stats()["host_bytes"] // n
+        s.memory_limit = s.stats()["host_bytes"]
+        return state
+
+    def run(self, st, state):
+        s, unit = state.store, state.extra["unit"]
+        for _ in range(state.batch):
+            s.memory_limit -= unit
+            s.evict(0)
+        return state.batch
+
+    def reset(self, st, state):
+        s = state.store
+        s.memory_limit += state.batch * state.extra["unit"]
+        moved = _rotate(state, 0)
+        for k in moved:  # disk -> device, most recent
+            s[k]
+        for _ in moved:  # device -> host: they are the only device units
+            s.evict(1)
+
+
+class UnspillDisk(Case):
+    """A tenth of the store on disk (memory_limit=0); get the oldest disk keys back."""
+
+    name = "unspill from disk"
+    peers = ()
+
+    def setup(self, st, n, batch):
+        state = _fill(st, n, host_limit=0)
+        state.batch = batch
+        for _ in range(max(n // 10, batch)):
+            state.store.evict(1)
+        return state
+
+    def run(self, st, state):
+        s = state.store
+        for k in _rotate(state, 0):
+            s[k]
+        return state.batch
+
+    def reset(self, st, state):
+        for _ in range(state.batch):
+            state.store.evict(1)
+
+
+class Snapshot(Case):
+    name = "snapshot (per key)"
+    peers = ()
+
+    def run(self, st, state):
+        state.store.snapshot()
+        return state.n
+
+
+class Close(Case):
+    name = "close (per key)"
+    peers = ()
+
+    def setup(self, st, n, batch):
+        state = super().setup(st, n, batch)
+        state.extra["st"] = st
+        return state
+
+    def run(self, st, state):
+        state.store.close()
+        return state.n
+
+    def reset(self, st, state):
+        fresh = _fill(st, state.n)
+        state.store, state.close, state.arrays = fresh.store, fresh.close, fresh.arrays
+
+
+def _rounds(rng: random.Random, keys: list[Any], batch: int) -> Any:
+    while True:
+        yield [(rng.random(), rng.choice(keys)) for _ in range(batch)]
+
+
+class Mixed(Case):
+    """60% get, 25% replace, 15% del + set; half the objects fit on device, a quarter on host."""
+
+    name = "mixed workload"
+
+    def setup(self, st, n, batch):
+        nbytes = ELEMS * 8
+        host_unit = st.host_unit()
+        state = _fill(st, n, device_limit=(n // 2) * nbytes, host_limit=(n // 4) * host_unit)
+        state.batch = batch
+        rng = random.Random(n)
+        state.extra["alt"] = {k: st.array() for k in state.order}
+        keys = state.order
+        # Fresh keys every round (no cycling): a repeated sequence would warm its keys
+        # onto the device and stop spilling.
+        state.extra["ops"] = _rounds(rng, keys, batch)
+        return state
+
+    def run(self, st, state):
+        s, alt, arrays = state.store, state.extra["alt"], state.arrays
+        for r, k in next(state.extra["ops"]):
+            if r < 0.6:
+                s[k]
+            elif r < 0.85:
+                arrays[k], alt[k] = alt[k], arrays[k]
+                s[k] = arrays[k]
+            else:
+                del s[k]
+                s[k] = arrays[k]
+        return state.batch
+
+
+CASES: list[Case] = [
+    Set(), Get(), Use(), Del(), Pop(), RegisterExternal(), ExternalDies(), SpillToHost(),
+    Unspill(), Cascade(), UnspillDisk(), Snapshot(), Close(), Mixed(),
+]  # fmt: skip
+
+
+# ------------------------------------------------------------------------- measuring
+def measure(
+    case: Case, st: Any, ns: list[int], batch: int, repeat: int
+) -> dict[int, float]:
+    """Seconds per op at each n: fastest of ``repeat`` interleaved rounds (after a warm-up)."""
+    states = {n: case.setup(st, n, batch) for n in ns}
+    best = dict.fromkeys(ns, math.inf)
+    # The stores' objects go to the collector's permanent generation, so the collection
+    # before each round is cheap at every N; the collector is not what is measured.
+    gc.collect()
+    gc.freeze()
+    try:
+        for r in range(repeat + 1):
+            for n in ns:
+                state = states[n]
+                gc.collect()
+                start = time.perf_counter()
+                ops = case.run(st, state)
+                elapsed = time.perf_counter() - start
+                case.reset(st, state)
+                if r:
+                    best[n] = min(best[n], elapsed / ops)
+    finally:
+        gc.unfreeze()
+        for state in states.values():
+            state.close()
+    return best
+
+
+def run_all(
+    store: str, ns: list[int], batch: int, repeat: int, fill_budget: float | None = None,
+    cases: list[str] | None = None,
+) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """``{case: {str(n): s/op or a "skipped: ..." string}}`` for one store."""
+    base = tempfile.mkdtemp(prefix="store-scaling-")
+    try:
+        st = STORES[store](base)
+        out: dict[str, dict[str, Any]] = {}
+        ok_ns = list(ns)
+        if fill_budget is not None:  # measure fill time; project O(N^2) fills for larger N
+            ok_ns, notes = [], {}
+            for n in sorted(ns):
+                start = time.perf_counter()
+                _fill(st, n).close()
+                t = time.perf_counter() - start
+                ok_ns.append(n)
+                nxt = [m for m in ns if m > n]
+                if nxt and t * (nxt[0] / n) ** 2 > fill_budget:
+                    for m in nxt:
+                        notes[m] = f"skipped: one fill projected at {t * (m / n) ** 2:,.0f} s"
+                    break
+        for case in CASES:
+            if cases is not None and case.name not in cases:
+                continue
+            if store != "reference" and store not in case.peers:
+                continue
+            start = time.perf_counter()
+            res = measure(case, st, ok_ns, batch, repeat)
+            out[case.name] = {str(n): res[n] for n in ok_ns}
+            if fill_budget is not None:
+                out[case.name].update({str(m): v for m, v in notes.items()})
+            took = time.perf_counter() - start
+            print(f"  {store}: {case.name} ({took:.1f} s)", file=sys.stderr, flush=True)
+        return out
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _peer_in_env(store: str, python: str, args: argparse.Namespace) -> Any:
+    if not os.path.exists(python):
+        return f"skipped: {python} not found (build it with ci/dask-cuda-env.sh)"
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        cmd = [
+            python, os.path.abspath(__file__), "--only", store, "--json", f.name,
+            "--ns", ",".join(map(str, args.ns)), "--batch", str(args.batch),
+            "--repeat", str(args.repeat), "--peer-fill-budget", str(args.peer_fill_budget),
+        ]  # fmt: skip
+        proc = subprocess.run(cmd, cwd=REPO, stdout=subprocess.PIPE, text=True)
+        if proc.returncode:
+            return f"skipped: the child process failed ({proc.returncode})"
+        with open(f.name) as fh:
+            return json.load(fh)[store]
+
+
+def _fmt(v: Any) -> str:
+    return f"{v * 1e6:9.2f}" if isinstance(v, float) else f"{'-':>9}"
+
+
+def report(results: dict[str, Any], ns: list[int]) -> None:
+    lo, hi = str(min(ns)), str(max(ns))
+    head = "".join(f"{f'N={n:,}':>10}" for n in ns)
+    print(f"\nµs per op (best of rounds); ratio = N={int(hi):,} / N={int(lo):,}\n")
+    print(f"{'operation':<24}{'store':<13}{head}{'ratio':>8}")
+    for case in CASES:
+        for store, res in results.items():
+            if isinstance(res, str) or case.name not in res:
+                continue
+            row = res[case.name]
+            cells = "".join(f" {_fmt(row.get(str(n)))}" for n in ns)
+            a, b = row.get(lo), row.get(hi)
+            ratio = f"{b / a:8.2f}" if isinstance(a, float) and isinstance(b, float) else f"{'-':>8}"
+            print(f"{case.name:<24}{store:<13}{cells}{ratio}")
+            for n in ns:
+                if isinstance(row.get(str(n)), str):
+                    print(f"{'':<37}N={n:,}: {row[str(n)]}")
+    for store, res in results.items():
+        if isinstance(res, str):
+            print(f"{store}: {res}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ns", type=lambda s: [int(float(x)) for x in s.split(",")],
+                    default=[1000, 10000, 100000])  # fmt: skip
+    ap.add_argument("--batch", type=int, default=200, help="operations per timed round")
+    ap.add_argument("--repeat", type=int, default=7, help="timed rounds (after one warm-up)")
+    ap.add_argument("--no-peers", action="store_true", help="reference only")
+    ap.add_argument("--dask-cuda-python", default=os.path.join(REPO, ".venv-daskcuda/bin/python"))
+    ap.add_argument("--peer-fill-budget", type=float, default=120.0,
+                    help="dask-cuda: skip an N whose projected fill takes longer (s)")  # fmt: skip
+    ap.add_argument("--only", choices=list(STORES), help=argparse.SUPPRESS)
+    ap.add_argument("--json", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+
+    if args.only:  # a child run (dask-cuda in its own environment)
+        budget = args.peer_fill_budget if args.only == "dask-cuda" else None
+        res = run_all(args.only, args.ns, args.batch, args.repeat, budget)
+        with open(args.json, "w") as f:
+            json.dump({args.only: res}, f)
+        return
+
+    print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f} at start")
+    print(f"N = {args.ns}, batch {args.batch}, best of {args.repeat} rounds\n", flush=True)
+    results: dict[str, Any] = {"reference": run_all("reference", args.ns, args.batch, args.repeat)}
+    if not args.no_peers:
+        try:
+            results["zict.Buffer"] = run_all("zict.Buffer", args.ns, args.batch, args.repeat)
+        except ImportError as exc:
+            results["zict.Buffer"] = f"skipped: {exc}"
+        results["dask-cuda"] = _peer_in_env("dask-cuda", args.dask_cuda_python, args)
+    report(results, args.ns)
+    print(f"\nload average {os.getloadavg()[0]:.1f} at end")
+
+
+if __name__ == "__main__":
+    main()
