@@ -84,12 +84,12 @@ class MacIgnoresFileName(_Broken):
         super().__init__()
         from reference_impl.store import disk
 
-        real = disk._TreeHasher.__init__
+        real = disk._Mac.__init__
 
         def __init__(self, key, name, expected):
             real(self, key, "spill", expected)
 
-        disk._TreeHasher.__init__ = __init__
+        disk._Mac.__init__ = __init__
 
 
 class SharedHmacKey(_Broken):

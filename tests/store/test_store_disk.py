@@ -120,8 +120,8 @@ def test_a_file_from_another_store_key_fails(tmp_path):
         d2.read(f, "k")
 
 
-def test_tree_mac_rejects_changed_or_reordered_chunks(tmp_path):
-    """Big objects are hashed per chunk in parallel; any change still fails the tag."""
+def test_mac_rejects_changed_or_reordered_chunks(tmp_path):
+    """Big objects are hashed on the pool while written; any change still fails the tag."""
     d = disk.SpillDir(str(tmp_path), b"k" * 32)
     data = np.random.default_rng(0).integers(0, 255, 3 * disk.CHUNK + 12345, dtype=np.uint8)
     f = d.write(serialize.dumps(data))
