@@ -10,16 +10,26 @@ from collections.abc import Callable
 import numpy as np
 
 
-def best_of(repeat: int, fn: Callable[[], object], sync: Callable[[], None] = lambda: None) -> float:
+def best_of(
+    repeat: int,
+    fn: Callable[[], object],
+    sync: Callable[[], None] = lambda: None,
+    setup: Callable[[], None] | None = None,
+) -> float:
     """Best wall time of ``repeat`` runs after one warm-up (which also JIT-compiles).
 
     The minimum is the run least disturbed by whatever else shares the machine;
-    ``sync`` waits for asynchronous devices before the clock stops.
+    ``sync`` waits for asynchronous devices before the clock stops; ``setup``, if
+    given, runs untimed before every run (e.g. a fresh store for a timed fill).
     """
+    if setup is not None:
+        setup()
     fn()
     sync()
     times = []
     for _ in range(repeat):
+        if setup is not None:
+            setup()
         start = time.perf_counter()
         out = fn()
         sync()

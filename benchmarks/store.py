@@ -1,200 +1,224 @@
-"""Benchmark the reference ProxifyHostFile against zict.Buffer (and dask-cuda if present).
+"""Per-op throughput of the reference ProxifyHostFile, zict.Buffer and dask-cuda, like with like.
 
-Run: python benchmarks/store.py [--n 2000] [--size 1024] [--disk-mib 256]
+Run from the repository root:
 
-Prints per-op throughput (set/get/use on small SimArrays, with and without
-spilling) and disk-tier throughput vs raw sequential write/read of the same
-bytes in the same directory.
+    .venv/bin/python benchmarks/store.py [--n 2000] [--size 1024] [--repeat 5] [--disk-mib 256]
+
+Three cases, each with the same keys, array sizes, limits and spill medium for
+every store:
+- ``all fit``: no limit is reached;
+- ``25% fit, host``: the device limit holds a quarter of the values; evicted values
+  are kept serialized in host memory (ours and dask-cuda: no memory_limit; zict:
+  ``Func(pickle.dumps, pickle.loads, dict)`` as the slow side);
+- ``25% fit, disk``: the same device limit and a host limit of 0, so every eviction
+  is written to disk (ours and dask-cuda: memory_limit=0; zict: a ``File`` slow side).
+
+Every figure is ``_common.best_of`` over ``--repeat`` runs after a warm-up: ``set``
+fills a fresh store (made untimed), ``get`` reads every key back in insertion
+order (with a quarter fitting, every get is a miss under LRU), ``use`` indexes
+proxies held from an earlier get (not measured for zict: a value it hands out is a
+plain array, so using it does not involve the store). dask-cuda runs in its own environment (``.venv-daskcuda``,
+``ci/dask-cuda-env.sh``) as a child process of this script when it is not
+importable here.
+
+The disk tier (spill vs a raw write, unspill vs a raw read, same bytes, one run)
+is ``benchmarks/disk_mac.py``; ``--disk-mib`` runs the store's row of it here too.
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
+import json
 import os
 import pickle
-import platform
 import shutil
+import subprocess
+import sys
 import tempfile
-import time
+from typing import Any
 
 import numpy as np
 
-from reference_impl import ProxifyHostFile, get_device
-from reference_impl.store import disk, serialize
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
+
+from benchmarks._common import best_of, machine  # noqa: E402
+
+CASES = {  # name: (fraction of the values the device limit holds, host limit or None)
+    "all fit": (2.0, None),
+    "25% fit, host": (0.25, None),
+    "25% fit, disk": (0.25, 0),
+}
+STORES = ("ProxifyHostFile", "zict.Buffer", "dask-cuda")
 
 
-def _timed(fn, n: int) -> float:
-    gc.collect()
-    start = time.perf_counter()
-    fn()
-    return n / (time.perf_counter() - start)
+def make_store(name: str, dev: Any, device_limit: int, host_limit: int | None, base: str):
+    """``(store, close)`` for ``name``, with the given limits and spill medium."""
+    directory = tempfile.mkdtemp(dir=base)
+    if name == "ProxifyHostFile":
+        from reference_impl import ProxifyHostFile
+
+        s = ProxifyHostFile(
+            device=dev, device_memory_limit=device_limit, memory_limit=host_limit,
+            local_directory=directory,
+        )  # fmt: skip
+        return s, s.close
+    if name == "zict.Buffer":
+        import zict
+
+        slow = zict.File(directory) if host_limit == 0 else {}
+        buf = zict.Buffer(
+            {}, zict.Func(pickle.dumps, pickle.loads, slow), n=device_limit,
+            weight=lambda k, v: v.nbytes,
+        )  # fmt: skip
+        return buf, buf.clear
+    from conformance.adapters.dask_cuda import adapter
+    from conformance.api import StoreEnv
+
+    peer = adapter()
+    s = peer.create_store(StoreEnv(dev, device_limit, host_limit, directory))
+    return s, lambda: peer.close_store(s)
 
 
-def bench_ops(name: str, mapping, make, keys, use) -> dict[str, float]:
+def bench_case(
+    name: str, dev: Any, keys: list[str], arrays: list[Any], limit: int,
+    host_limit: int | None, base: str, repeat: int,
+) -> dict[str, float]:  # fmt: skip
+    """``{op: ops/s}`` for one store and one case (one set of limits)."""
     n = len(keys)
-    arrays = [make(i) for i in keys]
+    current: list[Any] = []
 
-    def do_set():
+    def fresh() -> None:
+        while current:
+            current.pop()[1]()
+        current.append(make_store(name, dev, limit, host_limit, base))
+
+    def do_set() -> None:
+        s = current[0][0]
         for k, a in zip(keys, arrays, strict=True):
-            mapping[k] = a
+            s[k] = a
 
-    def do_get():
+    def do_get() -> None:
+        s = current[0][0]
         for k in keys:
-            mapping[k]
+            s[k]
 
-    held = {}
+    held: list[Any] = []
 
-    def do_use():
-        for k in keys:
-            v = held.get(k)
-            if v is None:
-                v = held[k] = mapping[k]
-            use(v)
+    def do_use() -> None:
+        for v in held:
+            v[0]
 
-    out = {"set": _timed(do_set, n)}
-    arrays.clear()
-    out["get"] = _timed(do_get, n)
-    out["use"] = _timed(do_use, n)
-    held.clear()
+    try:
+        t_set = best_of(repeat, do_set, setup=fresh)
+        t_get = best_of(repeat, do_get)
+        if name == "zict.Buffer":  # a held value is a plain array: no store in the use
+            return {"set": n / t_set, "get": n / t_get}
+        held.extend(current[0][0][k] for k in keys)
+        t_use = best_of(repeat, do_use)
+    finally:
+        held.clear()
+        while current:
+            current.pop()[1]()
+    return {"set": n / t_set, "get": n / t_get, "use": n / t_use}
+
+
+def bench_store(name: str, n: int, size: int, repeat: int) -> dict[str, dict[str, float]]:
+    """``{case: {op: ops/s}}`` for one store."""
+    from reference_impl import get_device
+
+    dev = get_device("sim", "4 GiB")
+    base = tempfile.mkdtemp(prefix="bench-store-")
+    keys = [f"k{i}" for i in range(n)]
+    arrays = []
+    for i in range(n):
+        a = dev.empty(size // 8)
+        a.view(np.ndarray)[:] = i
+        arrays.append(a)
+    out: dict[str, dict[str, float]] = {}
+    try:
+        for case, (fits, host_limit) in CASES.items():
+            limit = int(n * size * fits)
+            out[case] = bench_case(name, dev, keys, arrays, limit, host_limit, base, repeat)
+            print(f"  {name}: {case} done", file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
     return out
 
 
-def zict_buffer(limit: int, directory: str):
-    import zict
-
-    slow = zict.Func(pickle.dumps, pickle.loads, zict.File(directory))
-    return zict.Buffer(fast={}, slow=slow, n=limit, weight=lambda k, v: v.nbytes)
-
-
-def dask_cuda_store(dev, limit: int, base: str):
-    """dask-cuda 26.2's ProxifyHostFile on the sim device, built by the conformance adapter
-    (which registers SimArray with dask-cuda's dispatch tables); a reason string if unavailable."""
+def _dask_cuda(args: argparse.Namespace) -> dict[str, Any] | str:
     try:
-        from conformance.adapters.dask_cuda import adapter
-        from conformance.api import StoreEnv
+        import dask_cuda  # noqa: F401
 
-        peer = adapter()
-        return peer, peer.create_store(StoreEnv(dev, limit, None, tempfile.mkdtemp(dir=base)))
-    except Exception as exc:  # noqa: BLE001 - any failure means "not available here"
-        return f"{type(exc).__name__}: {exc}"
-
-
-def bench_disk(directory: str, total_mib: int, frame_mib: int = 4) -> dict[str, float]:
-    """Disk tier (HMAC + writev/readv) vs raw sequential write/read of the same bytes."""
-    count = max(1, total_mib // frame_mib)
-    payloads = [
-        serialize.dumps(np.random.default_rng(i).integers(0, 255, frame_mib << 20, dtype=np.uint8))
-        for i in range(count)
-    ]
-    nbytes = sum(p.nbytes for p in payloads)
-    spill = disk.SpillDir(directory, os.urandom(32))
-
-    best = {"spill": 1e9, "unspill": 1e9, "write": 1e9, "read": 1e9}
-    raw_paths = [os.path.join(directory, f"raw-{i}") for i in range(count)]
-    for _ in range(3):  # best of 3 rounds, so page-cache warm-up favours no side
-        gc.collect()
-        start = time.perf_counter()
-        files = [spill.write(p) for p in payloads]
-        best["spill"] = min(best["spill"], time.perf_counter() - start)
-        start = time.perf_counter()
-        back = [spill.read(f, "bench") for f in files]
-        best["unspill"] = min(best["unspill"], time.perf_counter() - start)
-        del back
-        for f in files:
-            f.remove()
-        start = time.perf_counter()
-        for path, p in zip(raw_paths, payloads, strict=True):
-            with open(path, "wb") as fh:
-                fh.write(p.header)
-                fh.write(p.frames[0])
-        best["write"] = min(best["write"], time.perf_counter() - start)
-        start = time.perf_counter()
-        for path, p in zip(raw_paths, payloads, strict=True):
-            buf = np.empty(p.nbytes, dtype=np.uint8)
-            with open(path, "rb", buffering=0) as fh:
-                fh.readinto(memoryview(buf))
-        best["read"] = min(best["read"], time.perf_counter() - start)
-        for path in raw_paths:
-            os.unlink(path)
-    spill_s, unspill_s, write_s, read_s = (best[k] for k in ("spill", "unspill", "write", "read"))
-    mib = nbytes / 2**20
-    return {
-        "MiB": mib,
-        "spill_MiBps": mib / spill_s,
-        "raw_write_MiBps": mib / write_s,
-        "unspill_MiBps": mib / unspill_s,
-        "raw_read_MiBps": mib / read_s,
-    }
+        return bench_store("dask-cuda", args.n, args.size, args.repeat)
+    except ImportError:
+        pass
+    python = os.path.join(REPO, ".venv-daskcuda", "bin", "python")
+    if not os.path.exists(python):
+        return f"skipped: dask_cuda is not importable and {python} is missing (ci/dask-cuda-env.sh)"
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        cmd = [python, os.path.abspath(__file__), "--only-dask-cuda", f.name,
+               "--n", str(args.n), "--size", str(args.size), "--repeat", str(args.repeat)]  # fmt: skip
+        if subprocess.run(cmd, cwd=REPO).returncode:
+            return "skipped: the child process in .venv-daskcuda failed"
+        with open(f.name) as fh:
+            return json.load(fh)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--size", type=int, default=1024, help="bytes per array")
-    ap.add_argument("--disk-mib", type=int, default=256)
-    ap.add_argument("--dir", default=None, help="directory for spill files (default: tmp)")
+    ap.add_argument("--repeat", type=int, default=5, help="best of this many runs per figure")
+    ap.add_argument("--disk-mib", type=int, default=0, help="also run the store's disk row")
+    ap.add_argument("--only-dask-cuda", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    base = tempfile.mkdtemp(prefix="bench-store-", dir=args.dir)
-    print(
-        f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} cores, python {platform.python_version()}"
-    )
-    print(f"n={args.n} arrays of {args.size} B; spill dir under {base}\n")
-    dev = get_device("sim", "4 GiB")
+    if args.only_dask_cuda:
+        with open(args.only_dask_cuda, "w") as f:
+            json.dump(bench_store("dask-cuda", args.n, args.size, args.repeat), f)
+        return
 
-    def make(i):
-        a = dev.empty(args.size // 8)
-        a.view(np.ndarray)[:] = len(i)
-        return a
+    print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f} at start")
+    print(f"n={args.n} arrays of {args.size} B, best of {args.repeat}\n", flush=True)
+    rows: dict[str, Any] = {}
+    for name in STORES[:2]:
+        rows[name] = bench_store(name, args.n, args.size, args.repeat)
+    rows["dask-cuda"] = _dask_cuda(args)
 
-    def use(v):
-        return float(v[0])
-
-    total = args.n * args.size
-    rows = []
-    for label, limit in (("all fit", total * 2), ("25% fit (spilling)", total // 4)):
-        keys = [f"k{i}" for i in range(args.n)]
-        with ProxifyHostFile(device=dev, device_memory_limit=limit, local_directory=base) as s:
-            rows.append((label, "ProxifyHostFile", bench_ops("pxy", s, make, keys, use)))
-        zdir = tempfile.mkdtemp(dir=base)
-        buf = zict_buffer(limit, zdir)
-        rows.append((label, "zict.Buffer", bench_ops("zict", buf, make, keys, use)))
-        buf.clear()
-        shutil.rmtree(zdir, ignore_errors=True)
-        peer = dask_cuda_store(dev, limit, base)
-        if isinstance(peer, str):
-            if label == "all fit":
-                print(f"dask-cuda ProxifyHostFile: skipped ({peer})")
-        else:
-            adapter, store = peer
-            rows.append((label, "dask-cuda", bench_ops("dask-cuda", store, make, keys, use)))
-            adapter.close_store(store)
-    print(f"\n{'case':<20} {'store':<16} {'set/s':>10} {'get/s':>10} {'use/s':>10}")
-    for label, name, r in rows:
-        if "set" in r:
-            print(
-                f"{label:<20} {name:<16} {r['set']:>10,.0f} {r['get']:>10,.0f} {r['use']:>10,.0f}"
+    print(f"\n{'case':<16}{'store':<18}{'set/s':>11}{'get/s':>11}{'use/s':>11}")
+    for case in CASES:
+        for name, res in rows.items():
+            if isinstance(res, dict):
+                r = res[case]
+                use = f"{r['use']:>11,.0f}" if "use" in r else f"{'-':>11}"
+                print(f"{case:<16}{name:<18}{r['set']:>11,.0f}{r['get']:>11,.0f}{use}")
+    ours = rows["ProxifyHostFile"]
+    for name in STORES[1:]:
+        res = rows[name]
+        if not isinstance(res, dict):
+            print(f"{name}: {res}")
+            continue
+        for case in CASES:
+            ratio = ", ".join(
+                f"{op} {res[case][op] / ours[case][op]:.2f}x" for op in ("set", "get", "use")
+                if op in res[case]
             )
-    for label in ("all fit", "25% fit (spilling)"):
-        ours = next(r for lb, n, r in rows if lb == label and n == "ProxifyHostFile")
-        for peer in ("zict.Buffer", "dask-cuda"):
-            theirs = next((r for lb, n, r in rows if lb == label and n == peer), None)
-            if theirs is None:
-                continue
-            ratio = {k: theirs[k] / ours[k] for k in ("set", "get", "use")}
-            print(
-                f"{peer} ops/s / ours ({label}; above 1 means {peer} is faster): "
-                + ", ".join(f"{k} {v:.2f}x" for k, v in ratio.items())
-            )
+            print(f"{name} ops/s / ours ({case}; above 1: {name} faster): {ratio}")
 
-    d = bench_disk(base, args.disk_mib)
-    print(f"\ndisk tier, {d['MiB']:.0f} MiB in 4 MiB objects:")
-    print(f"  spill   {d['spill_MiBps']:8.0f} MiB/s  vs raw write {d['raw_write_MiBps']:8.0f} MiB/s  "
-          f"-> {d['spill_MiBps'] / d['raw_write_MiBps']:.2f}x")  # fmt: skip
-    print(f"  unspill {d['unspill_MiBps']:8.0f} MiB/s  vs raw read  {d['raw_read_MiBps']:8.0f} MiB/s  "
-          f"-> {d['unspill_MiBps'] / d['raw_read_MiBps']:.2f}x")  # fmt: skip
-    shutil.rmtree(base, ignore_errors=True)
+    if args.disk_mib:
+        from benchmarks.disk_mac import bench
 
+        base = tempfile.mkdtemp(prefix="bench-store-disk-")
+        try:
+            d = bench(base, args.disk_mib, 4, args.repeat, candidates=False)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+        raw, st = d["raw"], d["store SpillDir"]
+        print(f"\ndisk tier, {args.disk_mib} MiB in 4 MiB objects (best of {args.repeat}):")
+        print(f"  spill   {st['write']:8.0f} MiB/s vs raw write {raw['write']:8.0f} MiB/s -> {st['write'] / raw['write']:.2f}x")  # fmt: skip
+        print(f"  unspill {st['read']:8.0f} MiB/s vs raw read  {raw['read']:8.0f} MiB/s -> {st['read'] / raw['read']:.2f}x")  # fmt: skip
+    print(f"\nload average {os.getloadavg()[0]:.1f} at end")
 
 if __name__ == "__main__":
     main()
