@@ -1,15 +1,20 @@
 """Hash-partition a Table by key columns with the Numba kernels.
 
 ``partition_ids`` and ``partition_table`` use ``reference_impl.kernels`` and
-its hash specification (``reference_impl/kernels/README.md``): null keys hash
-to the spec's fixed null value, -0.0 and every NaN hash like 0.0 and one NaN.
-Every buffer (values and validity masks) is scattered once, stably, into one
-contiguous partition-ordered buffer; the output tables are zero-copy views of
-those buffers.
+its hash specification (``reference_impl/kernels/README.md``, with worked
+examples): null keys hash to the spec's fixed null value, -0.0 and every NaN
+hash like 0.0 and one NaN, and a string key hashes its bytes only (a
+splitmix64 chain over 8-byte little-endian words, length first), so where it
+sits in its chars buffer and int32 against int64 offsets never matter.
 
-String columns (keys or payload) wait for the string hash and the
-variable-width scatter in the kernels; until then they raise
-NotImplementedError.
+Every buffer is scattered once, stably, into one contiguous partition-ordered
+buffer: values, validity masks, and for a string column its offsets and its
+chars (one pass each). The output tables are zero-copy views of those
+buffers. A string column's view keeps the whole shared chars buffer and
+offsets that are not rebased (partition ``i`` starts where ``i - 1`` ended),
+exactly like a sliced Arrow array; ``Column``/``Table`` treat such offsets
+like any slice (``to_arrow``, ``equals``, ``take``, ``concat`` and
+spilling read only ``chars[offsets[0]:offsets[-1]]``).
 """
 
 from __future__ import annotations
@@ -24,7 +29,6 @@ from .errors import ColumnNotFoundError
 from .table import Table
 
 MAX_PARTITIONS = 2**31 - 1
-PENDING_STRINGS = "string columns: pending kernels"
 
 
 def _check(table: Table, on: str | Sequence[str], npartitions: Any) -> list[str]:
@@ -46,22 +50,24 @@ def _check(table: Table, on: str | Sequence[str], npartitions: Any) -> list[str]
     return keys
 
 
-def _no_strings(table: Table, names: Sequence[str]) -> None:
-    for name in names:
-        if table.column(name).is_string:
-            raise NotImplementedError(PENDING_STRINGS)
+def _kernel_column(col: Column) -> Any:
+    """What the kernels take for ``col``: its values, or ``Strings`` (offsets that
+    need not start at 0, as a sliced column has, index the whole chars buffer)."""
+    return kernels.Strings(col.offsets, col.data) if col.is_string else col.data
 
 
 def partition_ids(
     table: Table, on: str | Sequence[str], npartitions: int, *, backend: str = "auto"
 ) -> Any:
-    """int32 partition id of every row (a device array), per the kernels' hash spec."""
+    """int32 partition id of every row (a device array), per the kernels' hash spec.
+
+    ``backend="cuda"`` on a sim device runs the CUDA kernels (under the simulator).
+    """
     keys = _check(table, on, npartitions)
-    _no_strings(table, keys)
     cols = [table.column(k) for k in keys]
     return kernels.partition_ids(
         table.device,
-        {k: c.data for k, c in zip(keys, cols, strict=True)},
+        {k: _kernel_column(c) for k, c in zip(keys, cols, strict=True)},
         npartitions,
         valid=[c.valid for c in cols],
         backend=backend,
@@ -73,20 +79,23 @@ def partition_table(
 ) -> list[Table]:
     """``npartitions`` tables (empty ones included): row ``i`` goes to
     ``partition_ids(...)[i]``, rows keep their order within a partition, and
-    every output column is a view of one contiguous buffer per input buffer."""
+    every output column is a view of one contiguous buffer per input buffer.
+
+    Each column is scattered once: the keys as kernel keys (they come back
+    first), every other column and every validity mask as payload.
+    """
     keys = _check(table, on, npartitions)
-    _no_strings(table, table.column_names)
     device = table.device
     key_cols = [table.column(k) for k in keys]
     payload: dict[str, Any] = {}
     for name, col in zip(table.column_names, table.columns, strict=True):
         if name not in keys:
-            payload[f"data:{name}"] = col.data
+            payload[f"data:{name}"] = _kernel_column(col)
         if col.valid is not None:
             payload[f"valid:{name}"] = col.valid
     result = kernels.partition(
         device,
-        {f"data:{k}": c.data for k, c in zip(keys, key_cols, strict=True)},
+        {f"data:{k}": _kernel_column(c) for k, c in zip(keys, key_cols, strict=True)},
         payload,
         npartitions,
         valid=[c.valid for c in key_cols],
@@ -100,6 +109,11 @@ def partition_table(
         for name, col in zip(table.column_names, table.columns, strict=True):
             data = views[where[f"data:{name}"]]
             valid = views[where[f"valid:{name}"]] if col.valid is not None else None
-            cols[name] = Column._trusted(device, col.type, data, valid, None, col.nullable)
+            if col.is_string:  # Strings(offsets[start:stop + 1], the whole chars buffer)
+                cols[name] = Column._trusted(
+                    device, col.type, data.chars, valid, data.offsets, col.nullable
+                )
+            else:
+                cols[name] = Column._trusted(device, col.type, data, valid, None, col.nullable)
         out.append(Table._trusted(device, cols, rows, table.metadata))
     return out

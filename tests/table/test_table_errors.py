@@ -217,11 +217,33 @@ def test_take_out_of_range(dev, table):
     )
 
 
-def test_partition_of_string_columns_is_pending(dev, table):
-    """Replace once the string kernels land (issue 10, part B)."""
-    raises_exactly(
-        dev,
-        NotImplementedError,
-        "string columns: pending kernels",
-        lambda: partition_table(table, "a", 2),
-    )
+def test_partition_bad_input_with_string_keys(dev, table):
+    """String keys are checked like any other: a missing key (listing the columns
+    present), a repeated key, no key, and a bad partition count allocate nothing."""
+    present = "columns present: 'a', 'b'"
+    for fn in (partition_table, partition_ids):
+        raises_exactly(
+            dev,
+            KeyError,
+            f"column 'c' not in the table; {present}",
+            lambda f=fn: f(table, ["b", "c"], 2),
+        )
+        raises_exactly(
+            dev,
+            ValueError,
+            "key columns repeat in ['b', 'b']",
+            lambda f=fn: f(table, ["b", "b"], 2),
+        )
+        raises_exactly(
+            dev, ValueError, "partition needs at least one key column", lambda f=fn: f(table, [], 2)
+        )
+        for n in (0, -1):
+            raises_exactly(
+                dev,
+                ValueError,
+                f"npartitions must be between 1 and 2147483647, got {n}",
+                lambda f=fn, n=n: f(table, "b", n),
+            )
+        raises_exactly(
+            dev, TypeError, "npartitions must be an int, got float", lambda f=fn: f(table, "b", 2.0)
+        )
