@@ -4,7 +4,9 @@ float32 and float64 keys (NaN of three bit patterns, -0.0, inf), bool keys and
 datetime64 keys (NaT), alone and combined, with and without validity masks; and
 equal keys (every NaN; -0.0 and 0.0) share a partition on the simulator too.
 String keys and payload (``Strings``: int32 and int64 offsets, sliced, empty and
-non-ASCII rows, nulls) come out bit for bit the same: offsets and chars.
+non-ASCII rows, nulls) come out bit for bit the same: offsets and chars; and so do the
+Tables ``partition_table(..., backend=...)`` builds from string keys, string payload and
+validity masks.
 
 The simulator is selected by ``NUMBA_ENABLE_CUDASIM=1``, which numba reads at
 import time, so the check runs in a fresh subprocess.  It uses numba's own
@@ -155,6 +157,27 @@ SCRIPT = textwrap.dedent(
     assert kc.first_bad_offset(dev, dev.asarray(np.array([0, 3, 5, 4, 2], np.int32))) == 2
     assert kc.first_bad_offset(dev, dev.asarray(np.array([-1, 3], np.int64))) == -2
     print("ok strings")
+
+    # Table level: what partition_table hands the kernels (string keys, string payload of
+    # both offset dtypes, validity masks as payload) gives the same partitions on both twins.
+    from reference_impl import Table
+    from reference_impl.table.partition import partition_table
+
+    T = 150
+    tt = Table.from_arrow(pa.table({
+        "s": pa.array([None if i % 9 == 0 else words[i % len(words)] for i in range(T + 3)]),
+        "v": pa.array(np.arange(T + 3), mask=np.arange(T + 3) % 7 == 0),
+        "t": pa.array([words[(5 * i) % len(words)] for i in range(T + 3)], pa.large_string()),
+    }), dev).slice(3)  # string offsets not starting at 0
+    for on in (["s"], ["t", "v"]):
+        pc = partition_table(tt, on, 5, backend="cpu")
+        pg = partition_table(tt, on, 5, backend="cuda")
+        assert len(pc) == len(pg) == 5
+        for x, y in zip(pc, pg):
+            assert x.num_rows == y.num_rows and x.equals(y), on
+            for cx, cy in zip(x.columns, y.columns):
+                assert all(same(bx, by) for bx, by in zip(cx.buffers(), cy.buffers())), on
+    print("ok table")
 
     from numba.cuda.simulator.kernel import FakeCUDAKernel
     assert isinstance(kc._scatter(), FakeCUDAKernel), type(kc._scatter())
