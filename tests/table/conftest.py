@@ -1,11 +1,11 @@
-"""Fixtures and helpers for the Table tests: a fresh sim device that must end empty,
-and an exact Arrow comparison (bit for bit on floats, so NaN and -0.0 count)."""
+"""Fixtures for the Table tests: a fresh sim device that must end empty. The exact Arrow
+comparison lives in ``table_asserts`` (a uniquely named module: ``from conftest import``
+picks whichever conftest was imported last when several test folders run together)."""
 
 from __future__ import annotations
 
 import gc
 
-import pyarrow as pa
 import pytest
 
 from reference_impl import Table
@@ -37,24 +37,3 @@ def dev(request):
     leaked = {a: n for a, n in device.live_allocations().items() if a not in held}
     if leaked:
         pytest.fail(f"the test left {sum(leaked.values()):,} bytes on the device ledger")
-
-
-def _bits(arr: pa.Array) -> pa.Array:
-    if pa.types.is_float64(arr.type):
-        return arr.view(pa.int64())
-    if pa.types.is_float32(arr.type):
-        return arr.view(pa.int32())
-    return arr
-
-
-def assert_identical(result: pa.Table, expected: pa.Table) -> None:
-    """Same schema (metadata and nullability too), nulls, and values; floats by bits."""
-    assert result.schema.equals(expected.schema, check_metadata=True), (
-        f"{result.schema} != {expected.schema}"
-    )
-    assert result.num_rows == expected.num_rows
-    for name in expected.column_names:
-        r = result.column(name).combine_chunks()
-        e = expected.column(name).combine_chunks()
-        assert r.is_null().equals(e.is_null()), name
-        assert _bits(r).equals(_bits(e)), f"{name}: {r} != {e}"

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import assert_identical
 from hypothesis import given
+from table_asserts import assert_identical
 from table_strategies import ALL_TYPES, UNITS, tables
 
 from reference_impl import SimDevice, Table

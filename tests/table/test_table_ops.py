@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import assert_identical
 from hypothesis import given
 from hypothesis import strategies as st
+from table_asserts import assert_identical
 from table_strategies import tables
 
 from reference_impl import Column, SimDevice, Table

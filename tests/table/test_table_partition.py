@@ -11,17 +11,15 @@ from collections import Counter
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import assert_identical
 from hypothesis import given
 from hypothesis import strategies as st
+from table_asserts import assert_identical
 from table_strategies import ALL_TYPES, tables
 
 from reference_impl import SimDevice, Table
 from reference_impl.kernels import Strings, hash_numpy, pid_numpy
 from reference_impl.table.partition import partition_ids, partition_table
 from reference_impl.table.spill import TABLE
-
-FIXED = [t for t in ALL_TYPES if not (pa.types.is_string(t) or pa.types.is_large_string(t))]
 
 
 def _values(col: pa.ChunkedArray, *, bits: bool) -> list:

@@ -9,7 +9,7 @@ import pickle
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import assert_identical
+from table_asserts import assert_identical
 
 from reference_impl import Column, ProxifyHostFile, ProxyObject, Table
 from reference_impl.store.dispatch import handler_for
