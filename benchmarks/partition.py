@@ -30,6 +30,15 @@ pyarrow-backed, what dask hands its shuffle) and on ``object`` strings.
     python benchmarks/partition.py --rows 1e7 --payload-columns 3 --fanouts 256   # issue 10 (a)
     python benchmarks/partition.py --strings --rows 1e6 --fanouts 256              # issue 10 (b)
     python benchmarks/partition.py --strings --rows 1e4 --repeat 1                 # smoke run
+    python benchmarks/partition.py --table --rows 1e7 --payload-columns 3 --fanouts 256
+    python benchmarks/partition.py --table --strings --rows 1e6 --fanouts 256
+
+With ``--table`` the same inputs are also wrapped in a ``reference_impl.Table``
+(zero-copy ``Column`` objects over the device arrays) and
+``partition_table(table, "k", n)`` is timed too: the kernels' ``api`` call
+plus building ``n`` output Tables of zero-copy views, what a shuffle calls.
+Its columns: ``table`` rate, its ratio to the fresh-destination copy
+(``table vs memcpy+alloc``), and to the pandas path.
     python benchmarks/partition.py --device cuda      # vs device-to-device copy
 """
 
@@ -49,6 +58,8 @@ from _common import best_of  # noqa: E402
 
 from reference_impl.device import get_device  # noqa: E402
 from reference_impl.kernels import Strings, partition  # noqa: E402
+from reference_impl.table import Column, Table  # noqa: E402
+from reference_impl.table.partition import partition_table  # noqa: E402
 
 
 def time_copy(xp, nbytes: int, repeat: int, sync: Callable[[], None]) -> tuple[float, float]:
@@ -124,6 +135,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="1 string key + 1 int64 payload instead of int64 columns")
     ap.add_argument("--mean-bytes", type=int, default=16,
                     help="mean string length with --strings (default 16)")
+    ap.add_argument("--table", action="store_true",
+                    help="also time partition_table on a Table of the same columns")
     args = ap.parse_args(argv)
     if not 0.0 <= args.skew <= 1.0:
         ap.error(f"--skew must be between 0 and 1, got {args.skew}")
@@ -196,9 +209,16 @@ def bench_fixed(args: argparse.Namespace) -> None:
     for o in (*out, ids):
         o[...] = 0  # touch once, like the warm memcpy destination
     copy = "D2D" if dev.kind == "cuda" else "memcpy"
+    table = None
+    head, rule = "", ""
+    if args.table:
+        table = Table({"k": Column(key, device=dev),
+                       **{f"p{i}": Column(c, device=dev) for i, c in enumerate(payload)}})
+        head = f" table GB/s | table ms | table vs {copy}+alloc | table vs pandas |"
+        rule = "---|---|---|---|"
     print(f"| fanout | api GB/s | api vs {copy}+alloc | reuse GB/s | reuse vs {copy} "
-          "| numpy argsort GB/s | dask/pandas GB/s | api vs pandas | reuse vs pandas |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          f"| numpy argsort GB/s | dask/pandas GB/s | api vs pandas | reuse vs pandas |{head}")
+    print(f"|---|---|---|---|---|---|---|---|---|{rule}")
     for n in fanouts:
         t_api = best_of(args.repeat, lambda n=n: partition(dev, [key], payload, n), sync)
         t_re = best_of(args.repeat, lambda n=n: partition(dev, [key], payload, n, out=out,
@@ -207,9 +227,15 @@ def bench_fixed(args: argparse.Namespace) -> None:
         pd_rate = f"{in_bytes / t_pandas[n] / 1e9:.3f}" if n in t_pandas else "-"
         vs_pd = f"{t_pandas[n] / t_api:.1f}x" if n in t_pandas else "-"
         vs_pd_re = f"{t_pandas[n] / t_re:.1f}x" if n in t_pandas else "-"
+        tab = ""
+        if table is not None:
+            t_tab = best_of(args.repeat, lambda n=n: partition_table(table, "k", n), sync)
+            vs_pd_tab = f"{t_pandas[n] / t_tab:.1f}x" if n in t_pandas else "-"
+            tab = (f" {in_bytes / t_tab / 1e9:.3f} | {t_tab * 1e3:.1f} "
+                   f"| {t_copy_fresh / t_tab:.2f}x | {vs_pd_tab} |")
         print(f"| {n} | {in_bytes / t_api / 1e9:.3f} | {t_copy_fresh / t_api:.2f}x "
               f"| {in_bytes / t_re / 1e9:.3f} | {t_copy / t_re:.2f}x | {np_rate} | {pd_rate} "
-              f"| {vs_pd} | {vs_pd_re} |", flush=True)
+              f"| {vs_pd} | {vs_pd_re} |{tab}", flush=True)
 
 
 
@@ -264,9 +290,16 @@ def bench_strings(args: argparse.Namespace) -> None:
     ids = dev.empty(nrows, np.int32)
     for o in (out[0].offsets, out[0].chars, out[1], ids):
         o[...] = 0
+    table = None
+    head, rule = "", ""
+    if args.table:
+        table = Table({"k": Column(key.chars, offsets=key.offsets, device=dev),
+                       "v": Column(payload[0], device=dev)})
+        head = " table ms | table vs memcpy+alloc | table vs pandas str | table vs pandas object |"
+        rule = "---|---|---|---|"
     print("| fanout | api GB/s | api ms | api vs memcpy+alloc | reuse ms | dask/pandas str ms "
-          "| api vs pandas str | dask/pandas object ms | api vs pandas object |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          f"| api vs pandas str | dask/pandas object ms | api vs pandas object |{head}")
+    print(f"|---|---|---|---|---|---|---|---|---|{rule}")
     for n in fanouts:
         t_api = best_of(args.repeat, lambda n=n: partition(dev, [key], payload, n), sync)
         t_re = best_of(args.repeat, lambda n=n: partition(dev, [key], payload, n, out=out,
@@ -275,8 +308,14 @@ def bench_strings(args: argparse.Namespace) -> None:
         for name in ("str", "object"):
             t = t_pd.get((name, n))
             cells += ["-", "-"] if t is None else [f"{t * 1e3:.1f}", f"{t / t_api:.1f}x"]
+        tab = ""
+        if table is not None:
+            t_tab = best_of(args.repeat, lambda n=n: partition_table(table, "k", n), sync)
+            vs = [f"{t_pd[name, n] / t_tab:.1f}x" if (name, n) in t_pd else "-"
+                  for name in ("str", "object")]
+            tab = f" {t_tab * 1e3:.1f} | {t_copy_fresh / t_tab:.2f}x | {vs[0]} | {vs[1]} |"
         print(f"| {n} | {in_bytes / t_api / 1e9:.3f} | {t_api * 1e3:.1f} "
-              f"| {t_copy_fresh / t_api:.2f}x | {t_re * 1e3:.1f} | {' | '.join(cells)} |",
+              f"| {t_copy_fresh / t_api:.2f}x | {t_re * 1e3:.1f} | {' | '.join(cells)} |{tab}",
               flush=True)
 
 
