@@ -48,6 +48,9 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
         self.scheduler: Any = None
         self.active: dict[str, ActiveShuffle] = {}
         self.by_key: dict[str, str] = {}
+        # Outputs of finished shuffles, until forgotten: one lost with its worker would be
+        # recomputed on that (gone) worker and wait forever; it is erred instead.
+        self.finished: dict[str, str] = {}  # key -> shuffle id
 
     async def start(self, scheduler: Any) -> None:
         self.scheduler = scheduler
@@ -70,6 +73,11 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
         sid = self.by_key.get(key)
         shuffle = self.active.get(sid) if sid is not None else None
         if shuffle is None:
+            done = self.finished.get(key)
+            if done is not None and finish == "forgotten":
+                del self.finished[key]
+            elif done is not None and finish == "no-worker":
+                self.scheduler.loop.add_callback(self._fail_lost_output, key, done, stimulus_id)
             return
         if key == shuffle.barrier:
             if finish == "memory":
@@ -119,15 +127,29 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
             exc = ShuffleError(
                 shuffle_id, phase, worker, f"the worker left the cluster; {ts.key} was pinned to it"
             )
-            recs = scheduler.transition(
-                ts.key,
-                "erred",
-                stimulus_id=f"{stimulus_id}-device-shuffle",
-                exception=pickle.dumps(exc),
-                cause=ts.key,
-                exception_text=str(exc),
-            )
-            scheduler.transitions(recs, stimulus_id=f"{stimulus_id}-device-shuffle")
+            self._err(ts, exc, stimulus_id)
+
+    def _fail_lost_output(self, key: str, shuffle_id: str, stimulus_id: str) -> None:
+        ts = self.scheduler.tasks.get(key)
+        if ts is None or ts.state != "no-worker":
+            return
+        (worker,) = ts.worker_restrictions or {None}
+        self._err(ts, ShuffleError(
+            shuffle_id, "unpack", worker,
+            "this output was lost with its worker after the shuffle finished; run it again",
+        ), stimulus_id)
+
+    def _err(self, ts: Any, exc: ShuffleError, stimulus_id: str) -> None:
+        stimulus = f"{stimulus_id}-device-shuffle"
+        recs = self.scheduler.transition(
+            ts.key,
+            "erred",
+            stimulus_id=stimulus,
+            exception=pickle.dumps(exc),
+            cause=ts.key,
+            exception_text=str(exc),
+        )
+        self.scheduler.transitions(recs, stimulus_id=stimulus)
 
     def _finish(self, shuffle_id: str, reason: str) -> None:
         shuffle = self.active.pop(shuffle_id, None)
@@ -139,6 +161,9 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
             )
         for key in shuffle.keys:
             self.by_key.pop(key, None)
+            ts = self.scheduler.tasks.get(key)
+            if ts is not None and ts.state not in ("forgotten", "released") and key != shuffle.barrier:
+                self.finished[key] = shuffle_id
         msgs = {
             w: [{"op": CLOSE_OP, "shuffle_id": shuffle.id, "reason": reason}]
             for w in shuffle.workers

@@ -51,7 +51,7 @@ class ShuffleRun:
         self.id = shuffle_id
         self.worker = worker
         self.lock = threading.Lock()
-        self.shards: dict[int, dict[int, tuple[ShardMeta, Any]]] = {}
+        self.shards: dict[int, dict[tuple[int, int], tuple[ShardMeta, Any]]] = {}
         self.unpacked: set[int] = set()
         self.failure: ShuffleError | None = None
         self.sends: list[asyncio.Task] = []
@@ -69,7 +69,7 @@ class ShuffleRun:
                     self.id, "transfer", self.worker,
                     f"a shard of output {output} arrived after that output was unpacked",
                 )
-            self.shards.setdefault(output, {})[meta.input_index] = (meta, obj)
+            self.shards.setdefault(output, {})[meta.source] = (meta, obj)
 
     def take(self, output: int) -> list[tuple[ShardMeta, Any]]:
         """Output ``output``'s shards in input order, handed over (no longer held here)."""
@@ -202,16 +202,18 @@ class ShuffleExtension:
         obj = store.register_external(table) if store is not None else table
         run.add(output, meta, obj)
 
-    def keep_local(self, run: ShuffleRun, input_index: int, items: list[tuple[int, Any]]) -> None:
+    def keep_local(
+        self, run: ShuffleRun, source: tuple[int, int], items: list[tuple[int, Any]]
+    ) -> None:
         """Shards for this worker's own outputs: compact copies, no comms."""
         for output, shard in items:
             with self.room(shard.nbytes):
-                meta, table = copy_table(shard, input_index)
+                meta, table = copy_table(shard, source)
                 self.keep(run, output, meta, table)
             del table
 
     # --- receiving ------------------------------------------------------------------------
-    async def receive(self, shuffle_id: str, input_index: int, shards: Any) -> str:
+    async def receive(self, shuffle_id: str, source: tuple[int, int], shards: Any) -> str:
         """RPC handler: shards of one input for this worker's outputs, as host frames."""
         try:
             run = self.get_run(shuffle_id, "transfer")
@@ -219,22 +221,22 @@ class ShuffleExtension:
             return "closed"
         if run.failure is not None:
             return "failed"
-        await offload(self._decode_and_keep, run, input_index, shards)
+        await offload(self._decode_and_keep, run, tuple(source), shards)
         return "OK"
 
-    def _decode_and_keep(self, run: ShuffleRun, input_index: int, batch: Any) -> None:
+    def _decode_and_keep(self, run: ShuffleRun, source: tuple[int, int], batch: Any) -> None:
         from distributed.protocol import deserialize
 
         for output, header, frames in batch.items():
             with self.room(sum(memoryview(f).nbytes for f in frames)):
                 table = deserialize(header, frames)  # onto this process's (the worker's) device
-                self.keep(run, output, describe(table, input_index), table)
+                self.keep(run, output, describe(table, source), table)
             del table
 
     # --- sending (called from a task thread) ------------------------------------------------
-    def send(self, run: ShuffleRun, address: str, input_index: int, batch: Any) -> None:
+    def send(self, run: ShuffleRun, address: str, source: tuple[int, int], batch: Any) -> None:
         """Start sending ``batch``; blocks only while this worker has too much in flight."""
-        sync(self.worker.loop, self._start_send, run, address, input_index, batch)
+        sync(self.worker.loop, self._start_send, run, address, source, batch)
 
     def flush(self, run: ShuffleRun) -> None:
         """Wait for every send this worker started for ``run``; raise the first failure."""
@@ -249,7 +251,7 @@ class ShuffleExtension:
         asyncio.ensure_future(notify())
 
     async def _start_send(
-        self, run: ShuffleRun, address: str, input_index: int, batch: Any
+        self, run: ShuffleRun, address: str, source: tuple[int, int], batch: Any
     ) -> None:
         if self._flight is None:
             self._flight = asyncio.Condition()
@@ -260,17 +262,17 @@ class ShuffleExtension:
                 await self._flight.wait()
             run.check()
             self.in_flight += nbytes
-        task = asyncio.ensure_future(self._send(run, address, input_index, batch, nbytes))
+        task = asyncio.ensure_future(self._send(run, address, source, batch, nbytes))
         run.sends.append(task)
 
     async def _send(
-        self, run: ShuffleRun, address: str, input_index: int, batch: Any, nbytes: int
+        self, run: ShuffleRun, address: str, source: tuple[int, int], batch: Any, nbytes: int
     ) -> None:
         from distributed.protocol import to_serialize
 
         try:
             answer = await self.worker.rpc(address).device_shuffle_receive(
-                shuffle_id=run.id, input_index=input_index, shards=to_serialize(batch)
+                shuffle_id=run.id, source=source, shards=to_serialize(batch)
             )
         except (OSError, distributed.comm.CommClosedError) as exc:
             raise ShuffleError(

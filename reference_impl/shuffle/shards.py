@@ -24,14 +24,14 @@ from reference_impl.table.dtypes import is_string, offsets_dtype, storage_dtype
 class ShardMeta:
     """Sizes of one shard, read once on arrival (a spilled shard is not read again)."""
 
-    input_index: int
+    source: tuple[int, int]  # (input index, chunk of that input): the order rows keep
     rows: int
     nbytes: int
     chars: dict[str, int] = field(default_factory=dict)  # string column -> chars in use
     masked: frozenset[str] = frozenset()  # columns with a validity mask
 
 
-def describe(table: Table, input_index: int) -> ShardMeta:
+def describe(table: Table, source: tuple[int, int]) -> ShardMeta:
     chars = {}
     for name, col in zip(table.column_names, table.columns, strict=True):
         if col.is_string:
@@ -40,7 +40,7 @@ def describe(table: Table, input_index: int) -> ShardMeta:
     masked = frozenset(
         n for n, c in zip(table.column_names, table.columns, strict=True) if c.valid is not None
     )
-    return ShardMeta(input_index, table.num_rows, table.nbytes, chars, masked)
+    return ShardMeta(tuple(source), table.num_rows, table.nbytes, chars, masked)
 
 
 def output_nbytes(schema: pa.Schema, metas: list[ShardMeta]) -> int:
@@ -131,7 +131,7 @@ def assemble(
     return Table._trusted(device, cols, rows, dict(schema.metadata) if schema.metadata else None)
 
 
-def copy_table(table: Table, input_index: int) -> tuple[ShardMeta, Table]:
+def copy_table(table: Table, source: tuple[int, int]) -> tuple[ShardMeta, Table]:
     """A compact copy (own buffers): a kept shard must not pin the whole partitioned input."""
-    meta = describe(table, input_index)
+    meta = describe(table, source)
     return meta, assemble(table.schema, [(meta, table)], table.device)

@@ -1,8 +1,10 @@
 """The transfer phase: partition local inputs, send shards straight to their workers.
 
 One task per worker that holds inputs (no task per shard). For each input, one
-at a time: make room, ``partition_table`` it, keep this worker's shards (compact
-copies), copy the others to host and send them, one message per destination,
+chunk at a time (at most a quarter of the device limit): make room, copy the
+chunk out of the input and let the input go (so the store can really spill it),
+``partition_table`` the copy, keep this worker's shards (compact copies), copy
+the others to host and send them, one message per destination,
 over distributed's comms (``worker.rpc(addr).device_shuffle_receive``). Sends
 run on the worker's event loop while the task partitions the next input; the
 bytes in flight per worker are bounded by the extension.
@@ -10,6 +12,7 @@ bytes in flight per worker are bounded by the extension.
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -23,8 +26,10 @@ from reference_impl.table.partition import partition_table
 
 from .errors import ShuffleError
 from .plugin import get_extension
+from .shards import copy_table
 
-PARTITION_OVERHEAD = 1.1  # the partitioned copy, plus its row ids and counts
+ROW_OVERHEAD = 8  # bytes a row the partition kernels add (int32 ids, scan scratch)
+CHUNK_BYTES = 64 * 2**20
 
 
 class HostShards:
@@ -77,43 +82,78 @@ def _deserialize_shards(header: dict, frames: list[Any]) -> HostShards:
     return HostShards(header["outputs"], header["headers"], out)
 
 
+def chunk_rows(table: Table, limit: int | None) -> int:
+    """Rows partitioned at once: the partitioned copy of a whole input next to the input
+    itself could not fit a device limit of twice the input, so inputs go in chunks of
+    at most a quarter of the limit (and at most CHUNK_BYTES)."""
+    target = CHUNK_BYTES if limit is None else max(min(CHUNK_BYTES, limit // 4), 1)
+    row_bytes = max(table.nbytes // max(table.num_rows, 1), 1)
+    return max(target // row_bytes, 1)
+
+
 def transfer(shuffle_id: str, spec: dict[str, Any], indices: list[int], *inputs: Any) -> dict:
     """Task: partition and send this worker's inputs; returns rows sent per output."""
     worker = distributed.get_worker()
     ext = get_extension(worker)
     run = ext.get_run(shuffle_id, "transfer")
-    on, npartitions, placement = spec["on"], spec["npartitions"], spec["placement"]
     me = worker.address
-    rows = [0] * npartitions
+    rows = [0] * spec["npartitions"]
+    store = ext.store
     try:
         for index, value in zip(indices, inputs, strict=True):
             run.check()
-            table = unwrap(value)
-            if not isinstance(table, Table):
+            if not isinstance(value, Table):  # a proxy answers for its Table, unspilling nothing
                 raise ShuffleError(
-                    shuffle_id, "transfer", me, f"input {index} is a {type(table).__name__}"
+                    shuffle_id, "transfer", me, f"input {index} is a {type(value).__name__}"
                 )
-            if table.num_rows == 0:
-                continue
-            with ext.room(int(table.nbytes * PARTITION_OVERHEAD) + 8 * npartitions):
-                parts = partition_table(table, on, npartitions)
-                del table
-                by_dest: dict[str, list[tuple[int, Table]]] = {}
-                for output, part in enumerate(parts):
-                    if part.num_rows:
-                        rows[output] += part.num_rows
-                        by_dest.setdefault(placement[output], []).append((output, part))
-                del parts, part
-                for address in sorted(by_dest):
-                    items = by_dest.pop(address)
-                    if address == me:
-                        ext.keep_local(run, index, items)
-                    else:
-                        ext.send(run, address, index, HostShards.from_tables(items))
-                    del items
+            step = chunk_rows(value, store.device_memory_limit if store is not None else None)
+            # Read back only per chunk, so the store can really spill the input meanwhile.
+            for chunk, start in enumerate(range(0, value.num_rows, step)):
+                _partition_and_send(ext, run, (index, chunk), value, start, start + step, spec, rows)
         ext.flush(run)
-    except ShuffleError:
-        raise
     except Exception as exc:
+        # The worker keeps a failed task's traceback; its frames must not keep shards alive.
+        traceback.clear_frames(exc.__traceback__)
+        if isinstance(exc, ShuffleError):
+            raise
         raise ShuffleError(shuffle_id, "transfer", me, f"{type(exc).__name__}: {exc}") from exc
     return {"worker": me, "rows": rows}
+
+
+def _partition_and_send(
+    ext: Any,
+    run: Any,
+    source: tuple[int, int],
+    value: Any,
+    start: int,
+    stop: int,
+    spec: dict,
+    rows: list[int],
+) -> None:
+    """Copy rows ``start:stop`` of the input out (then let go of the input), partition
+    the copy, keep or send its shards. Room is made for the copy and its partitions."""
+    on, npartitions, placement = spec["on"], spec["npartitions"], spec["placement"]
+    me = ext.worker.address
+    total = value.num_rows  # from the proxy's metadata: no unspill yet
+    stop = min(stop, total)
+    nbytes = value.nbytes * (stop - start) // max(total, 1)
+    # the copy, its partitioned copy, the kernels' row ids and per-partition counts
+    with ext.room(2 * nbytes + ROW_OVERHEAD * (stop - start) + 16 * npartitions):
+        table = unwrap(value)
+        _, piece = copy_table(table.slice(start, stop), source)
+        del table
+        parts = partition_table(piece, on, npartitions)
+        del piece
+        by_dest: dict[str, list[tuple[int, Table]]] = {}
+        for output, part in enumerate(parts):
+            if part.num_rows:
+                rows[output] += part.num_rows
+                by_dest.setdefault(placement[output], []).append((output, part))
+        del parts, part
+        for address in sorted(by_dest):
+            items = by_dest.pop(address)
+            if address == me:
+                ext.keep_local(run, source, items)
+            else:
+                ext.send(run, address, source, HostShards.from_tables(items))
+            del items
