@@ -13,7 +13,8 @@ Method: each case builds one store per N, then runs ``repeat + 1`` rounds; each
 round times one batch of ``batch`` operations on every N in turn (interleaved, so
 load on a shared machine hits every N alike), then puts the store back as it was,
 untimed. The first round is a warm-up; the figure is the fastest round's time per
-operation. Arrays are 16 float64 (128 B) on the sim device, so the figures are
+operation, in wall time and, in a second table, in this thread's CPU time (which
+leaves out the time other processes on a shared machine hold the cores). Arrays are 16 float64 (128 B) on the sim device, so the figures are
 the store's own bookkeeping, not copying.
 
 zict.Buffer runs in this process; dask-cuda 26.2 runs in its own environment
@@ -71,12 +72,14 @@ class Reference:
     """The reference ProxifyHostFile."""
 
     name = "reference"
+    share_fills = False
 
     def __init__(self, base: str) -> None:
         from reference_impl import get_device
 
         self.dev = get_device("sim", HUGE)
         self.base = base
+        self.fills: dict[int, State] = {}
 
     def array(self) -> Any:
         return self.dev.empty(ELEMS)
@@ -110,6 +113,7 @@ class DaskCuda(Reference):
     """dask-cuda 26.2's ProxifyHostFile on the sim device, through the conformance adapter."""
 
     name = "dask-cuda"
+    share_fills = True
 
     def __init__(self, base: str) -> None:
         super().__init__(base)
@@ -173,7 +177,18 @@ STORES = {"reference": Reference, "zict.Buffer": Zict, "dask-cuda": DaskCuda}
 
 
 # ---------------------------------------------------------------------------- cases
-def _fill(st: Any, n: int, device_limit: int = HUGE, host_limit: int | None = None) -> State:
+def _fill(
+    st: Any, n: int, device_limit: int = HUGE, host_limit: int | None = None, share: bool = False
+) -> State:
+    """A store holding ``n`` arrays; with ``share``, one per n for cases that restore it.
+
+    Sharing is only for dask-cuda, whose O(n) set makes each fill O(n^2).
+    """
+    if share and st.share_fills:
+        if n not in st.fills:
+            st.fills[n] = _fill(st, n)
+        base = st.fills[n]
+        return State(base.store, n, base.arrays, list(base.order), 0, {}, lambda: None)
     store, close = st.make(device_limit, host_limit)
     arrays = {f"k{i}": st.array() for i in range(n)}
     for k, a in arrays.items():
@@ -199,9 +214,10 @@ class Case:
     name = ""
     peers: tuple[str, ...] = ("zict.Buffer", "dask-cuda")
     max_repeat: int | None = None  # fewer rounds for a case whose reset is a whole fill
+    restores = False  # True: leaves the store holding what it held (may share a fill)
 
     def setup(self, st: Any, n: int, batch: int) -> State:
-        state = _fill(st, n)
+        state = _fill(st, n, share=self.restores)
         state.batch = batch
         return state
 
@@ -214,6 +230,7 @@ class Case:
 
 class Set(Case):
     name = "set (new key)"
+    restores = True
 
     def setup(self, st, n, batch):
         state = super().setup(st, n, batch)
@@ -233,6 +250,7 @@ class Set(Case):
 
 class Get(Case):
     name = "get"
+    restores = True
 
     def run(self, st, state):
         s = state.store
@@ -243,6 +261,7 @@ class Get(Case):
 
 class Use(Case):
     name = "use of a proxy"
+    restores = True
     peers = ("dask-cuda",)
 
     def setup(self, st, n, batch):
@@ -258,6 +277,7 @@ class Use(Case):
 
 class Del(Case):
     name = "del"
+    restores = True
 
     def run(self, st, state):
         s = state.store
@@ -488,13 +508,19 @@ CASES: list[Case] = [
 
 # ------------------------------------------------------------------------- measuring
 def measure(
-    case: Case, st: Any, ns: list[int], batch: int, repeat: int
-) -> dict[int, float]:
-    """Seconds per op at each n: fastest of ``repeat`` interleaved rounds (after a warm-up)."""
+    case: Case, st: Any, ns: list[int], batch: int, repeat: int,
+    cpu: dict[int, float] | None = None,
+) -> dict[int, float]:  # fmt: skip
+    """Seconds per op at each n: fastest of ``repeat`` interleaved rounds (after a warm-up).
+
+    Wall time; ``cpu``, if given, receives the same figure in this thread's CPU time,
+    which leaves out the time other processes on a shared machine hold the cores.
+    """
     if case.max_repeat is not None:
         repeat = min(repeat, case.max_repeat)
     states = {n: case.setup(st, n, batch) for n in ns}
     best = dict.fromkeys(ns, math.inf)
+    best_cpu = dict.fromkeys(ns, math.inf)
     # The stores' objects go to the collector's permanent generation, so the collection
     # before each round is cheap at every N; the collector is not what is measured.
     gc.collect()
@@ -504,16 +530,21 @@ def measure(
             for n in ns:
                 state = states[n]
                 gc.collect()
+                start_cpu = time.thread_time()
                 start = time.perf_counter()
                 ops = case.run(st, state)
                 elapsed = time.perf_counter() - start
+                elapsed_cpu = time.thread_time() - start_cpu
                 case.reset(st, state)
                 if r:
                     best[n] = min(best[n], elapsed / ops)
+                    best_cpu[n] = min(best_cpu[n], elapsed_cpu / ops)
     finally:
         gc.unfreeze()
         for state in states.values():
             state.close()
+    if cpu is not None:
+        cpu.update(best_cpu)
     return best
 
 
@@ -521,11 +552,12 @@ def run_all(
     store: str, ns: list[int], batch: int, repeat: int, fill_budget: float | None = None,
     cases: list[str] | None = None,
 ) -> dict[str, dict[str, Any]]:  # fmt: skip
-    """``{case: {str(n): s/op or a "skipped: ..." string}}`` for one store."""
+    """``{"wall"|"cpu": {case: {str(n): s/op or a "skipped: ..." string}}}`` for one store."""
     base = tempfile.mkdtemp(prefix="store-scaling-")
     try:
         st = STORES[store](base)
         out: dict[str, dict[str, Any]] = {}
+        out_cpu: dict[str, dict[str, Any]] = {}
         ok_ns = list(ns)
         if fill_budget is not None:  # measure fill time; project O(N^2) fills for larger N
             ok_ns, notes = [], {}
@@ -545,22 +577,27 @@ def run_all(
             if store != "reference" and store not in case.peers:
                 continue
             start = time.perf_counter()
+            cpu: dict[int, Any] = {}
             try:
-                res: dict[int, Any] = measure(case, st, ok_ns, batch, repeat)
+                res: dict[int, Any] = measure(case, st, ok_ns, batch, repeat, cpu)
             except Exception as exc:  # a peer without this operation: say so, go on
                 if store == "reference":
                     raise
-                res = dict.fromkeys(ok_ns, f"failed: {type(exc).__name__}: {exc}")
+                res = cpu = dict.fromkeys(ok_ns, f"failed: {type(exc).__name__}: {exc}")
             out[case.name] = {str(n): res[n] for n in ok_ns}
+            out_cpu[case.name] = {str(n): cpu[n] for n in ok_ns}
             if fill_budget is not None:
                 out[case.name].update({str(m): v for m, v in notes.items()})
+                out_cpu[case.name].update({str(m): v for m, v in notes.items()})
             took = time.perf_counter() - start
             cells = ", ".join(
                 f"{n}: {v * 1e6:.2f} us" if isinstance(v, float) else f"{n}: {v}"
                 for n, v in out[case.name].items()
             )
             print(f"  {store}: {case.name} ({took:.1f} s): {cells}", file=sys.stderr, flush=True)
-        return out
+        for state in st.fills.values():
+            state.close()
+        return {"wall": out, "cpu": out_cpu}
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -585,16 +622,17 @@ def _fmt(v: Any) -> str:
     return f"{v * 1e6:9.2f}" if isinstance(v, float) else f"{'-':>9}"
 
 
-def report(results: dict[str, Any], ns: list[int]) -> None:
+def report(results: dict[str, Any], ns: list[int], clock: str) -> None:
     lo, hi = str(min(ns)), str(max(ns))
     head = "".join(f"{f'N={n:,}':>10}" for n in ns)
-    print(f"\nµs per op (best of rounds); ratio = N={int(hi):,} / N={int(lo):,}\n")
+    what = "wall time" if clock == "wall" else "this thread's CPU time"
+    print(f"\nµs per op, {what} (best of rounds); ratio = N={int(hi):,} / N={int(lo):,}\n")
     print(f"{'operation':<24}{'store':<13}{head}{'ratio':>8}")
     for case in CASES:
         for store, res in results.items():
-            if isinstance(res, str) or case.name not in res:
+            if isinstance(res, str) or case.name not in res[clock]:
                 continue
-            row = res[case.name]
+            row = res[clock][case.name]
             cells = "".join(f" {_fmt(row.get(str(n)))}" for n in ns)
             a, b = row.get(lo), row.get(hi)
             ratio = f"{b / a:8.2f}" if isinstance(a, float) and isinstance(b, float) else f"{'-':>8}"
@@ -615,7 +653,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=7, help="timed rounds (after one warm-up)")
     ap.add_argument("--no-peers", action="store_true", help="reference only")
     ap.add_argument("--dask-cuda-python", default=os.path.join(REPO, ".venv-daskcuda/bin/python"))
-    ap.add_argument("--peer-fill-budget", type=float, default=120.0,
+    ap.add_argument("--peer-fill-budget", type=float, default=200.0,
                     help="dask-cuda: skip an N whose projected fill takes longer (s)")  # fmt: skip
     ap.add_argument("--only", choices=list(STORES), help=argparse.SUPPRESS)
     ap.add_argument("--json", help=argparse.SUPPRESS)
@@ -637,7 +675,8 @@ def main() -> None:
         except ImportError as exc:
             results["zict.Buffer"] = f"skipped: {exc}"
         results["dask-cuda"] = _peer_in_env("dask-cuda", args.dask_cuda_python, args)
-    report(results, args.ns)
+    report(results, args.ns, "wall")
+    report(results, args.ns, "cpu")
     print(f"\nload average {os.getloadavg()[0]:.1f} at end")
 
 
