@@ -164,8 +164,17 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
             ts = self.scheduler.tasks.get(key)
             if ts is not None and ts.state not in ("forgotten", "released") and key != shuffle.barrier:
                 self.finished[key] = shuffle_id
+        lost_worker, lost_phase = next(iter(shuffle.lost.items()), (None, None))
         msgs = {
-            w: [{"op": CLOSE_OP, "shuffle_id": shuffle.id, "reason": reason}]
+            w: [
+                {
+                    "op": CLOSE_OP,
+                    "shuffle_id": shuffle.id,
+                    "reason": reason,
+                    "phase": lost_phase,
+                    "worker": lost_worker,
+                }
+            ]
             for w in shuffle.workers
             if w in self.scheduler.workers
         }

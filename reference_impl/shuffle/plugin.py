@@ -90,7 +90,7 @@ class ShuffleExtension:
     def __init__(self, worker: distributed.Worker) -> None:
         self.worker = worker
         self.runs: dict[str, ShuffleRun] = {}
-        self.closed: OrderedDict[str, str] = OrderedDict()
+        self.closed: OrderedDict[str, tuple[str, str | None, str | None]] = OrderedDict()
         self.max_in_flight = parse_bytes(
             dask.config.get("reference-impl.shuffle.max-in-flight", MAX_IN_FLIGHT),
             what="max-in-flight",
@@ -130,19 +130,29 @@ class ShuffleExtension:
     def get_run(self, shuffle_id: str, phase: str) -> ShuffleRun:
         """This worker's state of ``shuffle_id``, made on first use; a closed id raises."""
         with self._lock:
-            reason = self.closed.get(shuffle_id)
-            if reason is not None:
-                raise ShuffleClosedError(shuffle_id, phase, self.worker.address, reason)
+            closed = self.closed.get(shuffle_id)
+            if closed is not None:
+                reason, lost_phase, lost_worker = closed
+                raise ShuffleClosedError(
+                    shuffle_id, lost_phase or phase, lost_worker or self.worker.address, reason
+                )
             run = self.runs.get(shuffle_id)
             if run is None:
                 run = self.runs[shuffle_id] = ShuffleRun(shuffle_id, self.worker.address)
             return run
 
-    def close_run(self, shuffle_id: str, reason: str = "the shuffle ended") -> None:
+    def close_run(
+        self,
+        shuffle_id: str,
+        reason: str = "the shuffle ended",
+        phase: str | None = None,
+        worker: str | None = None,
+    ) -> None:
         """Forget ``shuffle_id``: drop its shards (the store forgets them, files go), stop
-        its sends, and refuse anything that still arrives for it."""
+        its sends, and refuse anything that still arrives for it. ``phase`` and ``worker``
+        name a lost worker that ended the shuffle, for the errors raised here later."""
         with self._lock:
-            self.closed[shuffle_id] = reason
+            self.closed[shuffle_id] = (reason, phase, worker)
             while len(self.closed) > _CLOSED_REMEMBERED:
                 self.closed.popitem(last=False)
             run = self.runs.pop(shuffle_id, None)
@@ -150,7 +160,9 @@ class ShuffleExtension:
             return
         with run.lock:
             if run.failure is None:
-                run.failure = ShuffleClosedError(shuffle_id, "transfer", run.worker, reason)
+                run.failure = ShuffleClosedError(
+                    shuffle_id, phase or "unpack", worker or run.worker, reason
+                )
             run.shards.clear()
         self._cancel_sends(run)
 

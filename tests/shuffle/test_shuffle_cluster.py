@@ -7,6 +7,7 @@ import pyarrow as pa
 import pytest
 
 from reference_impl import ProxifyHostFile, Table, get_device
+from reference_impl.device import set_default_device
 from reference_impl.shuffle import DeviceWorkerPlugin, LocalDeviceCluster
 from reference_impl.shuffle.plugin import EXTENSION
 
@@ -57,6 +58,13 @@ def test_each_worker_has_its_own_device_and_store(tmp_path):
 
 
 def test_a_plain_worker_gets_the_set_up_from_the_plugin(tmp_path):
+    try:
+        _plain_worker(tmp_path)
+    finally:  # the worker lived in this process: its device must not stay this process's
+        set_default_device(None)
+
+
+def _plain_worker(tmp_path):
     with (
         distributed.LocalCluster(
             n_workers=1, processes=False, threads_per_worker=1, host="127.0.0.1",
