@@ -24,6 +24,7 @@ TYPES = {
     "f32": pa.float32(),
     "bool": pa.bool_(),
     "ts": pa.timestamp("us"),
+    "str": pa.string(),
 }
 
 
@@ -40,6 +41,8 @@ def _values(draw, type_: pa.DataType, n: int) -> pa.Array:
     if pa.types.is_floating(type_):
         pool = [0.0, -0.0, float("nan"), 1.5, -2.25, 1e300, 3.0]
         vals = draw(st.lists(st.sampled_from(pool), min_size=n, max_size=n))
+    elif pa.types.is_string(type_):
+        vals = draw(st.lists(st.sampled_from(["", "a", "é", "bb", "a\x00b"]), min_size=n, max_size=n))
     elif pa.types.is_boolean(type_):
         vals = draw(st.lists(st.booleans(), min_size=n, max_size=n))
     elif pa.types.is_unsigned_integer(type_):
@@ -98,6 +101,7 @@ def example(n_inputs=4, rows=200, seed=0):
         out.append(pa.table({
             "k": pa.array(k, mask=k % 7 == 0),
             "f": pa.array(rng.choice([0.0, -0.0, np.nan, 2.5], rows)),
+            "s": pa.array([f"é{x}" * (x % 4) for x in k], mask=k % 5 == 0),
             "rid": np.arange(rid, rid + rows, dtype=np.int64),
         }))
         rid += rows
@@ -110,6 +114,8 @@ def test_deterministic_and_empty_outputs_and_zero_row_inputs(client):
     again = client.gather(shuffle(client, scatter_tables(client, tables[::-1])[::-1], ["k", "f"], 5))
     assert all(a.equals(b) for a, b in zip(first, again, strict=True))
     check_shuffle(tables, first, ["k", "f"], 5)
+    by_string = client.gather(shuffle(client, scatter_tables(client, tables), ["s"], 4))
+    check_shuffle(tables, by_string, ["s"], 4)  # string keys and payload
     # more outputs than keys: some are empty, with the schema; zero-row inputs are fine
     empty = tables[0].slice(0, 0)
     outs = client.gather(shuffle(client, scatter_tables(client, [empty, tables[1], empty]), "k", 40))
@@ -139,15 +145,15 @@ def _bad(client, inputs, on, npartitions, error, message):
 def test_missing_key_column(client):
     ins = scatter_tables(client, example(2, 10))
     _bad(client, ins, ["k", "nope"], 3, ColumnNotFoundError,
-         "column 'nope' not in the table; columns present: 'k', 'f', 'rid'")
+         "column 'nope' not in the table; columns present: 'k', 'f', 's', 'rid'")
 
 
 def test_differing_schemas(client):
     a, b = example(2, 10)
     b = b.set_column(1, "f", pa.array(np.arange(10), pa.int64()))
     _bad(client, scatter_tables(client, [a, b]), "k", 3, SchemaMismatchError,
-         "inputs have different schemas: input 0 has (k: int64, f: double, rid: int64), "
-         "input 1 has (k: int64, f: int64, rid: int64)")
+         "inputs have different schemas: input 0 has (k: int64, f: double, s: string, "
+         "rid: int64), input 1 has (k: int64, f: int64, s: string, rid: int64)")
 
 
 def test_npartitions_below_one(client):
