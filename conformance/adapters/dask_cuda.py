@@ -54,10 +54,11 @@ Global state (dask-cuda design, see docs/findings/dask-cuda.md)
   every store its own ``env.spill_dir`` the adapter resets that attribute before
   constructing a store whose directory differs.  That *retargets every live
   store*: disk spills of an older store then land in the newer store's
-  directory, and dropping the old ``SpillToDiskProperties`` deletes its
-  temporary directory, including files older disk-resident proxies still
-  point at.  Tests that keep two stores with disk spilling alive at once are
-  therefore not meaningful for dask-cuda.
+  directory.  (The adapter holds each store's ``SpillToDiskProperties`` while
+  the store lives, so the old ``TemporaryDirectory``, with the files older
+  disk-resident proxies still point at, is not collected by a retarget.)
+  Tests that keep two stores with disk spilling alive at once, in different
+  directories, therefore see one store's files in the other's directory.
 * ``ProxifyHostFile.lock`` is one class-level ``RLock`` shared by all stores.
 * The serializer registrations above are process-wide (dispatch tables).
 """
@@ -66,6 +67,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import sys
 import threading
 import types
@@ -291,10 +293,11 @@ class DaskCudaAdapter:
     def __init__(self) -> None:
         self._mods = _import_dask_cuda()
         self.version = _dask_cuda_version()
-        # id(store) -> (weakref to store, device, oom handler or None).  Stores
-        # are MutableMappings, hence unhashable: keyed by id.  The device's OOM
-        # handler (dask-cuda's closure) holds the store until close_store().
-        self._stores: dict[int, tuple[Any, Any, Any]] = {}
+        # id(store) -> (weakref to store, device, oom handler or None, its
+        # SpillToDiskProperties).  Stores are MutableMappings, hence unhashable:
+        # keyed by id.  The device's OOM handler (dask-cuda's closure) holds the
+        # store until close_store().
+        self._stores: dict[int, tuple[Any, Any, Any, Any]] = {}
 
     def __repr__(self) -> str:
         return f"<DaskCudaAdapter dask-cuda=={self.version}>"
@@ -311,9 +314,12 @@ class DaskCudaAdapter:
         self._retarget_disk_path(env.spill_dir)
         # Passed through unchanged: ProxifyHostFile does no validation of its own
         # (LocalCUDACluster parses limits before they reach it), and the adapter
-        # must not add any.  Only None ("no limit") is mapped, to an int.
+        # must not add any.  Only None ("no limit") is mapped, to an int, and a host
+        # limit of 0 to 1 byte: dask-cuda follows distributed's "Set to zero for no
+        # limit" (``if self._host_memory_limit: self.maybe_evict_from_host()``), so the
+        # suite's "nothing stays on host" is spelled 1 (every proxy tallies >= 32 B).
         device_limit = _NO_LIMIT if env.device_limit is None else env.device_limit
-        host_limit = env.host_limit
+        host_limit = 1 if env.host_limit == 0 else env.host_limit
         store = ProxifyHostFile(
             str(env.spill_dir),
             device_memory_limit=device_limit,
@@ -333,12 +339,16 @@ class DaskCudaAdapter:
                 device.add_oom_handler(handler)
         # On CUDA, dask-cuda installs its RMM adaptor itself on the first
         # __setitem__ (needs RMM to be the allocator of env.device).
-        self._stores[id(store)] = (weakref.ref(store), device, handler)
+        # The store's disk location (class-level, see the module docstring), held so
+        # that a later store's retarget does not collect it (and its
+        # TemporaryDirectory, with this store's spill files) while this one lives.
+        props = ProxifyHostFile._spill_to_disk
+        self._stores[id(store)] = (weakref.ref(store), device, handler, props)
         return store
 
     def _live_stores(self) -> list:
         live = []
-        for key, (ref, _device, _handler) in list(self._stores.items()):
+        for key, (ref, _device, _handler, _props) in list(self._stores.items()):
             store = ref()
             if store is None:
                 self._stores.pop(key, None)
@@ -347,7 +357,6 @@ class DaskCudaAdapter:
         return live
 
     def _retarget_disk_path(self, spill_dir: Any) -> None:
-        import os
         import pathlib
 
         ProxifyHostFile = self._mods["ProxifyHostFile"]
@@ -358,21 +367,39 @@ class DaskCudaAdapter:
             ProxifyHostFile._spill_to_disk = None
 
     def close_store(self, store: MutableMapping) -> None:
+        """``clear()``, drop the OOM handler, then what a dask worker's close does.
+
+        dask-cuda has no close: a ProxifyHostFile lives as long as its worker, and
+        distributed removes the worker's local directory at close, with the
+        ``jit-unspill-disk-storage`` root that ``SpillToDiskProperties`` made in it
+        (``os.makedirs(self.root_dir, exist_ok=True)``; dask-cuda never removes it).
+        The adapter does the same for the store's own spill location: its
+        ``TemporaryDirectory`` and, once empty, the root, unless another live store
+        still writes there (every live store spills to the class-level location).
+        """
         ProxifyHostFile = self._mods["ProxifyHostFile"]
         try:
             store.clear()
         finally:
-            _ref, device, handler = self._stores.pop(id(store), (None, None, None))
+            _ref, device, handler, props = self._stores.pop(id(store), (None, None, None, None))
             if handler is not None:
                 with contextlib.suppress(KeyError):
                     device.remove_oom_handler(handler)
             gc.collect()
-            if not self._live_stores():
-                props = ProxifyHostFile._spill_to_disk
+            live = self._live_stores()
+            current = ProxifyHostFile._spill_to_disk
+            in_use = any(self._stores[id(s)][3] is props for s in live) or (
+                props is current and bool(live)
+            )
+            if not live:
                 ProxifyHostFile._spill_to_disk = None
-                if props is not None:
-                    with contextlib.suppress(Exception):
-                        props.tmpdir.cleanup()
+            if props is not None and not in_use:
+                if ProxifyHostFile._spill_to_disk is props:
+                    ProxifyHostFile._spill_to_disk = None
+                with contextlib.suppress(Exception):
+                    props.tmpdir.cleanup()
+                with contextlib.suppress(OSError):
+                    os.rmdir(props.root_dir)
 
     def register_external(self, store: MutableMapping, obj: Any) -> Any:
         """``manager.proxify(obj)``: dask-cuda's (post-#712) notion of an external.
@@ -387,17 +414,33 @@ class DaskCudaAdapter:
     def evict(self, store: MutableMapping, nbytes: int) -> int:
         """Spill >= ``nbytes`` of device-tier proxies, least recent first.
 
-        Exactly the eviction dask-cuda's spill-on-demand callback performs
-        (``ProxyManager.evict`` over ``_dev.buffer_info`` with the dask/pickle
-        serializers), followed by the same ``gc.collect()``.  Returns dask-cuda's
-        own (nominal) count of bytes freed.
+        dask-cuda has no public "evict n device bytes" (``ProxifyHostFile.evict()``
+        moves 1% of the host limit to disk, for distributed's memory monitor), so
+        this is built from the steps of its automatic spill,
+        ``ProxyManager.maybe_evict``: ``ProxyManager.evict`` over
+        ``_dev.buffer_info`` with the dask/pickle serializers (what
+        ``maybe_evict_from_device`` and the spill-on-demand callback call), then,
+        as ``maybe_evict`` does, ``if manager._host_memory_limit:
+        manager.maybe_evict_from_host()`` (the host tier cascades to disk), and
+        the ``gc.collect()`` of the callback.  Returns dask-cuda's own (nominal)
+        count of device bytes freed.
+
+        ``evict(0)`` returns 0 without calling dask-cuda: ``ProxyManager.evict``
+        adds a group before it compares (``freed_memory += size; if freed_memory
+        >= nbytes: break``), so ``nbytes=0`` would spill one group; dask-cuda's
+        own callers never pass 0 (``maybe_evict_from_device`` calls it only when
+        ``mem_over_usage > 0``, RMM only for a failed allocation).
         """
+        if nbytes <= 0:
+            return 0
         manager = store.manager
         freed = manager.evict(
             nbytes=int(nbytes),
             proxies_access=manager._dev.buffer_info,
             serializer=lambda p: p._pxy_serialize(serializers=("dask", "pickle")),
         )
+        if manager._host_memory_limit:
+            manager.maybe_evict_from_host()
         gc.collect()
         return freed
 
