@@ -416,7 +416,10 @@ def test_two_stores_share_a_spill_directory(impl, make_store):
             two[f"k{i}"] = one.value(n, seed=100 + i)
 
         def totals():
-            a, b = one.check(keys), impl.adapter.inspect(two)
+            # The second store may keep its last-read value on the device (a single value
+            # over its limit of 0, which clause 4.1 allows): the ledger holds both stores.
+            b = impl.adapter.inspect(two)
+            a = one.check(keys, held=b.device_bytes)
             files = files_under(shared)
             assert a.disk_bytes + b.disk_bytes == sum(files.values()), (
                 f"two stores in one directory: disk_bytes {a.disk_bytes:,} + {b.disk_bytes:,} "
