@@ -196,8 +196,12 @@ def _fill(
     return State(store, n, arrays, list(arrays), 0, {}, close)
 
 
-def _sample(state: State, seed: int = 0) -> list[Any]:
-    return random.Random(seed + state.n).sample(state.order, state.batch)
+def _sample(state: State) -> list[Any]:
+    """``batch`` random keys, drawn once per state (a draw inside a timed round is not free)."""
+    keys = state.extra.get("sample")
+    if keys is None:
+        keys = state.extra["sample"] = random.Random(state.n).sample(state.order, state.batch)
+    return keys
 
 
 def _rotate(state: State, start: int) -> list[Any]:
@@ -484,11 +488,15 @@ class Mixed(Case):
         # Fresh keys every round (no cycling): a repeated sequence would warm its keys
         # onto the device and stop spilling.
         state.extra["ops"] = _rounds(rng, keys, batch)
+        self.reset(st, state)
         return state
+
+    def reset(self, st, state):
+        state.extra["next"] = next(state.extra["ops"])  # drawn here, untimed
 
     def run(self, st, state):
         s, alt, arrays = state.store, state.extra["alt"], state.arrays
-        for r, k in next(state.extra["ops"]):
+        for r, k in state.extra["next"]:
             if r < 0.6:
                 s[k]
             elif r < 0.85:
