@@ -73,11 +73,18 @@ def shuffle(
     lost mid-shuffle makes the outputs raise a ShuffleError naming phase and worker.
     """
     futures = _as_futures(client, inputs)
-    keys = planning.check_arguments(len(futures), on, npartitions)
-    described = client.gather(client.map(planning.describe_input, futures, pure=False))
-    schema = planning.check_schemas(described, keys)
-    planning.check_types(schema, keys, npartitions)
-    workers = _ensure_plugins(client)
+    try:
+        keys = planning.check_arguments(len(futures), on, npartitions)
+        described = client.gather(client.map(planning.describe_input, futures, pure=False))
+        schema = planning.check_schemas(described, keys)
+        planning.check_types(schema, keys, npartitions)
+        workers = _ensure_plugins(client)
+    except BaseException:
+        # An input's error is raised as the object the client keeps for that future, and
+        # the raise adds this frame to its traceback: the frame must not hold the inputs'
+        # futures, or the client would keep them (and their data) for good.
+        inputs = futures = None  # noqa: F841
+        raise
     placement = planning.place(npartitions, workers)
 
     shuffle_id = f"devshuffle-{uuid.uuid4().hex[:16]}"

@@ -14,14 +14,20 @@
   partitioned input, an arriving batch, an output being assembled) are reserved
   here and the store spills first, so store + reservations stay under its limit.
 - bytes in flight: sends wait while this worker has ``max_in_flight`` bytes out.
+- a full disk: the store keeps a value it cannot write in host memory (beyond its
+  ``memory_limit``, with a SpillWarning); a shuffle whose shards could not spill fails
+  instead, with a ShuffleError naming the phase, the worker and the spill directory.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import threading
-from collections import OrderedDict
+import traceback
+import warnings
+from collections import OrderedDict, deque
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,7 +37,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 from distributed.utils import offload, sync
 
 from reference_impl.device import get_device, parse_bytes
-from reference_impl.store import ProxifyHostFile
+from reference_impl.store import ProxifyHostFile, SpillWarning
 
 from .errors import ShuffleClosedError, ShuffleError
 from .shards import ShardMeta, copy_table, describe
@@ -42,14 +48,33 @@ CLOSE_OP = "device_shuffle_close"
 FAIL_OP = "device_shuffle_fail"
 MAX_IN_FLIGHT = "64 MiB"  # per worker; config key reference-impl.shuffle.max-in-flight
 _CLOSED_REMEMBERED = 10_000
+_SPILL_WARNINGS: deque[str] = deque(maxlen=4)  # the store's last SpillWarnings, this process
+_HOOKED = False
+
+
+def _capture_spill_warnings() -> None:
+    """Keep the text of the store's SpillWarnings (file, OS error) for a disk-full error."""
+    global _HOOKED
+    if _HOOKED:
+        return
+    _HOOKED = True
+    previous = warnings.showwarning
+
+    def showwarning(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, SpillWarning):
+            _SPILL_WARNINGS.append(str(message))
+        return previous(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = showwarning
 
 
 class ShuffleRun:
     """One shuffle's state on one worker: shards by output, then by input index."""
 
-    def __init__(self, shuffle_id: str, worker: str) -> None:
+    def __init__(self, shuffle_id: str, worker: str, disk_errors: int = 0) -> None:
         self.id = shuffle_id
         self.worker = worker
+        self.disk_errors = disk_errors  # the store's failed disk writes when the run began
         self.lock = threading.Lock()
         self.shards: dict[int, dict[tuple[int, int], tuple[ShardMeta, Any]]] = {}
         self.unpacked: set[int] = set()
@@ -58,7 +83,15 @@ class ShuffleRun:
 
     def check(self) -> None:
         if self.failure is not None:
-            raise self.failure
+            raise self.error()
+
+    def error(self) -> ShuffleError:
+        """A fresh copy of the failure to raise: a stored exception raised would keep
+        the traceback of every raise, and with it the frames (and the inputs and shards
+        they hold) of the tasks that hit it, in a cycle only a garbage collection frees."""
+        f = self.failure
+        assert f is not None
+        return type(f)(f.shuffle_id, f.phase, f.worker, f.reason)
 
     def add(self, output: int, meta: ShardMeta, obj: Any) -> None:
         """Keep a shard; one sent again (a rerun input) replaces the first copy."""
@@ -138,7 +171,10 @@ class ShuffleExtension:
                 )
             run = self.runs.get(shuffle_id)
             if run is None:
-                run = self.runs[shuffle_id] = ShuffleRun(shuffle_id, self.worker.address)
+                store = self.store
+                failed = store.stats()["disk_errors"] if store is not None else 0
+                run = ShuffleRun(shuffle_id, self.worker.address, failed)
+                self.runs[shuffle_id] = run
             return run
 
     def close_run(
@@ -147,10 +183,16 @@ class ShuffleExtension:
         reason: str = "the shuffle ended",
         phase: str | None = None,
         worker: str | None = None,
+        collect: bool = True,
     ) -> None:
         """Forget ``shuffle_id``: drop its shards (the store forgets them, files go), stop
         its sends, and refuse anything that still arrives for it. ``phase`` and ``worker``
-        name a lost worker that ended the shuffle, for the errors raised here later."""
+        name a lost worker that ended the shuffle, for the errors raised here later.
+
+        Unless the run ended in success (``collect=False``), a garbage collection
+        follows: an exception that went through distributed's ``sync`` or an erred task
+        sits in reference cycles with the frames of the tasks it passed, and those
+        frames hold the inputs and shards until a collection."""
         with self._lock:
             self.closed[shuffle_id] = (reason, phase, worker)
             while len(self.closed) > _CLOSED_REMEMBERED:
@@ -165,6 +207,8 @@ class ShuffleExtension:
                 )
             run.shards.clear()
         self._cancel_sends(run)
+        if collect:
+            threading.Thread(target=gc.collect, name="device-shuffle-gc", daemon=True).start()
 
     def fail_run(self, shuffle_id: str, phase: str, worker: str | None, reason: str) -> None:
         """The scheduler says the shuffle failed (a worker left): stop work on it here."""
@@ -187,17 +231,44 @@ class ShuffleExtension:
         self.worker.loop.add_callback(cancel)
 
     # --- room on the device -------------------------------------------------------------
+    def check_disk(self, run: ShuffleRun, phase: str, stats: dict | None = None) -> None:
+        """Raise (and fail ``run``) if the store failed to write anything to disk since
+        ``run`` began: its shards are stuck in host memory, over the store's limit."""
+        store = self.store
+        if store is None:
+            return
+        stats = stats if stats is not None else store.stats()
+        failed = stats["disk_errors"] - run.disk_errors
+        if failed <= 0:
+            return
+        last = f"; the store said: {_SPILL_WARNINGS[-1]}" if _SPILL_WARNINGS else ""
+        exc = ShuffleError(
+            run.id, phase, self.worker.address,
+            f"the disk is full: {failed} spill write(s) to {store.spill_dir} failed, so shards "
+            f"could not leave host memory (memory_limit {store.memory_limit:,} bytes){last}",
+        )
+        with run.lock:
+            if run.failure is None:
+                run.failure = exc
+        raise run.error()
+
     @contextlib.contextmanager
-    def room(self, nbytes: int) -> Iterator[None]:
+    def room(
+        self, nbytes: int, run: ShuffleRun | None = None, phase: str = "transfer"
+    ) -> Iterator[None]:
         """Reserve ``nbytes`` of the store's device limit for an allocation the store
-        does not see yet, spilling least recently used data first to make it."""
+        does not see yet, spilling least recently used data first to make it. With
+        ``run``, a spill that failed to reach disk (since the run began) raises first."""
         store = self.store
         nbytes = max(int(nbytes), 0)
         if store is None or nbytes == 0:
             yield
             return
         with self._room_lock:
-            used = store.stats()["device_bytes"]
+            stats = store.stats()
+            if run is not None:
+                self.check_disk(run, phase, stats)
+            used = stats["device_bytes"]
             excess = used + self.reserved + nbytes - store.device_memory_limit
             if excess > 0 and used:
                 store.evict(min(excess, used))
@@ -219,10 +290,11 @@ class ShuffleExtension:
     ) -> None:
         """Shards for this worker's own outputs: compact copies, no comms."""
         for output, shard in items:
-            with self.room(shard.nbytes):
+            with self.room(shard.nbytes, run):
                 meta, table = copy_table(shard, source)
                 self.keep(run, output, meta, table)
             del table
+        self.check_disk(run, "transfer")
 
     # --- receiving ------------------------------------------------------------------------
     async def receive(self, shuffle_id: str, source: tuple[int, int], shards: Any) -> str:
@@ -233,17 +305,26 @@ class ShuffleExtension:
             return "closed"
         if run.failure is not None:
             return "failed"
-        await offload(self._decode_and_keep, run, tuple(source), shards)
+        try:
+            await offload(self._decode_and_keep, run, tuple(source), shards)
+        except Exception as exc:
+            # Its frames hold the decoded (registered) shards: they must not live on with
+            # the exception until a garbage collection.
+            traceback.clear_frames(exc.__traceback__)
+            if isinstance(exc, ShuffleClosedError):  # closed while this batch was decoded
+                return "closed"
+            raise  # the sender's error: a full disk here, say
         return "OK"
 
     def _decode_and_keep(self, run: ShuffleRun, source: tuple[int, int], batch: Any) -> None:
         from distributed.protocol import deserialize
 
         for output, header, frames in batch.items():
-            with self.room(sum(memoryview(f).nbytes for f in frames)):
+            with self.room(sum(memoryview(f).nbytes for f in frames), run):
                 table = deserialize(header, frames)  # onto this process's (the worker's) device
                 self.keep(run, output, describe(table, source), table)
             del table
+        self.check_disk(run, "transfer")
 
     # --- sending (called from a task thread) ------------------------------------------------
     def send(self, run: ShuffleRun, address: str, source: tuple[int, int], batch: Any) -> None:
@@ -301,12 +382,19 @@ class ShuffleExtension:
         tasks, run.sends = run.sends, []
         results = await asyncio.gather(*tasks, return_exceptions=True)
         run.check()
-        for r in results:
+        # The cause first: a receiver's own failure, not a later "the shuffle is failed there".
+        for r in sorted(
+            (r for r in results if isinstance(r, BaseException)),
+            key=lambda r: isinstance(r, (ShuffleClosedError, asyncio.CancelledError)),
+        ):
             if isinstance(r, asyncio.CancelledError):
                 run.check()
                 raise ShuffleError(run.id, "transfer", run.worker, "a send was cancelled")
-            if isinstance(r, BaseException):
-                raise r
+            # A copy: raised in the task's thread, the stored one would take the task's
+            # frames (and its inputs) into a reference cycle with the send task.
+            if isinstance(r, ShuffleError):
+                raise type(r)(r.shuffle_id, r.phase, r.worker, r.reason)
+            raise ShuffleError(run.id, "transfer", run.worker, f"{type(r).__name__}: {r}")
 
 
 def get_extension(worker: distributed.Worker | None = None) -> ShuffleExtension:
@@ -326,6 +414,7 @@ def install_extension(worker: distributed.Worker) -> ShuffleExtension:
     ext = worker.extensions.get(EXTENSION)
     if ext is None:
         ext = worker.extensions[EXTENSION] = ShuffleExtension(worker)
+        _capture_spill_warnings()
     return ext
 
 

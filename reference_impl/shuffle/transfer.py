@@ -92,7 +92,8 @@ def chunk_rows(table: Table, limit: int | None) -> int:
 
 
 def transfer(shuffle_id: str, spec: dict[str, Any], indices: list[int], *inputs: Any) -> dict:
-    """Task: partition and send this worker's inputs; returns rows sent per output."""
+    """Task: partition and send this worker's inputs; returns rows sent per output, or
+    the ShuffleError that stopped it (raised by the barrier)."""
     worker = distributed.get_worker()
     ext = get_extension(worker)
     run = ext.get_run(shuffle_id, "transfer")
@@ -111,13 +112,31 @@ def transfer(shuffle_id: str, spec: dict[str, Any], indices: list[int], *inputs:
             for chunk, start in enumerate(range(0, value.num_rows, step)):
                 _partition_and_send(ext, run, (index, chunk), value, start, start + step, spec, rows)
         ext.flush(run)
+        ext.check_disk(run, "transfer")
     except Exception as exc:
-        # The worker keeps a failed task's traceback; its frames must not keep shards alive.
         traceback.clear_frames(exc.__traceback__)
-        if isinstance(exc, ShuffleError):
-            raise
-        raise ShuffleError(shuffle_id, "transfer", me, f"{type(exc).__name__}: {exc}") from exc
+        return {"worker": me, "error": _failed(ext, run, exc)}
     return {"worker": me, "rows": rows}
+
+
+def _failed(ext: Any, run: Any, exc: Exception) -> ShuffleError:
+    """The error a failed transfer returns (the barrier raises it), without a traceback.
+
+    It is returned, not raised: distributed keeps an erred task's traceback, whose
+    frames (the task's and the worker's, in a reference cycle) hold every input of
+    the task until a garbage collection, long after the shuffle was cleaned up.
+    The run fails here, so the other workers' sends to this one stop at once."""
+    if isinstance(exc, ShuffleError):
+        error = type(exc)(exc.shuffle_id, exc.phase, exc.worker, exc.reason)
+    else:
+        error = ShuffleError(run.id, "transfer", run.worker, f"{type(exc).__name__}: {exc}")
+    with run.lock:
+        if run.failure is None:
+            run.failure = ShuffleError(
+                run.id, error.phase, error.worker, f"the transfer failed: {error.reason}"
+            )
+    ext._cancel_sends(run)
+    return error
 
 
 def _partition_and_send(
@@ -138,7 +157,7 @@ def _partition_and_send(
     stop = min(stop, total)
     nbytes = value.nbytes * (stop - start) // max(total, 1)
     # the copy, its partitioned copy, the kernels' row ids and per-partition counts
-    with ext.room(2 * nbytes + ROW_OVERHEAD * (stop - start) + 16 * npartitions):
+    with ext.room(2 * nbytes + ROW_OVERHEAD * (stop - start) + 16 * npartitions, run):
         table = unwrap(value)
         _, piece = copy_table(table.slice(start, stop), source)
         del table

@@ -11,6 +11,7 @@ own size plus one shard, not a multiple of it.
 
 from __future__ import annotations
 
+import traceback
 from typing import Any
 
 import distributed
@@ -35,15 +36,25 @@ def unpack(shuffle_id: str, output: int, info: dict[str, Any]) -> Table:
     schema, expected = info["schema"], info["rows"][output]
     run = ext.get_run(shuffle_id, "unpack")
     pieces = run.take(output)
-    got = sum(m.rows for m, _ in pieces)
-    if got != expected:
+    try:
+        got = sum(m.rows for m, _ in pieces)
+        if got != expected:
+            raise ShuffleError(
+                shuffle_id, "unpack", me,
+                f"output {output} received {got} rows from {len(pieces)} shards, expected {expected}",
+            )
+        with ext.room(output_nbytes(schema, [m for m, _ in pieces]), run, "unpack"):
+            table = assemble(schema, pieces, ext.device)
+        ext.check_disk(run, "unpack")
+    except Exception as exc:
+        pieces.clear()  # the shards go now, not with the erred task's traceback
+        traceback.clear_frames(exc.__traceback__)
+        if isinstance(exc, ShuffleError):
+            raise
         raise ShuffleError(
-            shuffle_id, "unpack", me,
-            f"output {output} received {got} rows from {len(pieces)} shards, expected {expected}",
-        )
-    with ext.room(output_nbytes(schema, [m for m, _ in pieces])):
-        table = assemble(schema, pieces, ext.device)
+            shuffle_id, "unpack", me, f"output {output}: {type(exc).__name__}: {exc}"
+        ) from exc
     mine = {i for i, w in enumerate(info["placement"]) if w == me}
     if mine <= run.unpacked:
-        ext.close_run(shuffle_id, "every output on this worker was unpacked")
+        ext.close_run(shuffle_id, "every output on this worker was unpacked", collect=False)
     return table
