@@ -2,10 +2,30 @@
 
 from __future__ import annotations
 
+import functools
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+
+def once(fn: Callable[[], None]) -> Callable[[], None]:
+    """``fn`` runs at most once per process, whichever thread calls first: registrations
+    with dask's dispatch tables must not be repeated, and importers race on first use."""
+    lock = threading.Lock()
+    done = False
+
+    @functools.wraps(fn)
+    def run_once() -> None:
+        nonlocal done
+        with lock:
+            if done:
+                return
+            done = True
+        fn()
+
+    return run_once
 
 
 def check_dtype(dtype: Any) -> np.dtype:

@@ -11,12 +11,10 @@ spills go through the "dask" family) all use it.
 
 from __future__ import annotations
 
-import threading
-
-_lock = threading.Lock()
-_done = False
+from .common import once
 
 
+@once
 def register_dask_serializers() -> None:
     """Idempotent; a no-op where distributed is not installed.
 
@@ -26,11 +24,6 @@ def register_dask_serializers() -> None:
     or on this process's default sim device when the token is unknown here.
     A detached SimArray (no device) travels and comes back as a plain ndarray.
     """
-    global _done
-    with _lock:
-        if _done:
-            return
-        _done = True
     try:
         from distributed.protocol.numpy import (
             deserialize_numpy_ndarray,

@@ -10,20 +10,14 @@ imported, which unpickling a ProxyObject type always does first.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
-_lock = threading.Lock()
-_done = False
+from reference_impl.device.common import once
 
 
+@once
 def register_dask_serializers() -> None:
     """Idempotent; a no-op where distributed is not installed."""
-    global _done
-    with _lock:
-        if _done:
-            return
-        _done = True
     try:
         from distributed.protocol.serialize import (
             dask_deserialize,

@@ -10,22 +10,16 @@ themselves and rebuilds around them without a host copy.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
 
-_lock = threading.Lock()
-_done = False
+from reference_impl.device.common import once
 
 
+@once
 def register_dask_serializers() -> None:
     """Idempotent; a no-op where distributed is not installed."""
-    global _done
-    with _lock:
-        if _done:
-            return
-        _done = True
     try:
         from distributed.protocol.cuda import cuda_deserialize, cuda_serialize
         from distributed.protocol.serialize import dask_deserialize, dask_serialize
