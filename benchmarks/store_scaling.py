@@ -4,6 +4,7 @@ Run from the repository root:
 
     .venv/bin/python benchmarks/store_scaling.py                  # reference, zict, dask-cuda
     .venv/bin/python benchmarks/store_scaling.py --ns 1000,10000 --no-peers
+    .venv/bin/python benchmarks/store_scaling.py --calls   # calls per op, not time
 
 Every operation should cost the same at every N (O(1) amortised, or O(log n)), so
 the printed ratio (µs/op at the largest N over µs/op at the smallest) should be
@@ -556,6 +557,34 @@ def measure(
     return best
 
 
+def count_calls(case: Case, st: Any, n: int, batch: int) -> float:
+    """Python and C function calls per op in one round (after a warm-up round).
+
+    Deterministic, unlike a time: equal counts at every N show the work per op does not
+    grow with N, whatever the caches and the machine's load do to the time.
+    """
+    state = case.setup(st, n, batch)
+    try:
+        case.run(st, state)
+        case.reset(st, state)
+        calls = 0
+
+        def profile(frame: Any, event: str, arg: Any) -> None:
+            nonlocal calls
+            if event in ("call", "c_call"):
+                calls += 1
+
+        sys.setprofile(profile)
+        try:
+            ops = case.run(st, state)
+        finally:
+            sys.setprofile(None)
+        case.reset(st, state)
+        return calls / ops
+    finally:
+        state.close()
+
+
 def run_all(
     store: str, ns: list[int], batch: int, repeat: int, fill_budget: float | None = None,
     cases: list[str] | None = None,
@@ -663,6 +692,8 @@ def main() -> None:
     ap.add_argument("--dask-cuda-python", default=os.path.join(REPO, ".venv-daskcuda/bin/python"))
     ap.add_argument("--peer-fill-budget", type=float, default=200.0,
                     help="dask-cuda: skip an N whose projected fill takes longer (s)")  # fmt: skip
+    ap.add_argument("--calls", action="store_true",
+                    help="instead: function calls per op of the reference at each N")  # fmt: skip
     ap.add_argument("--only", choices=list(STORES), help=argparse.SUPPRESS)
     ap.add_argument("--json", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -672,6 +703,18 @@ def main() -> None:
         res = run_all(args.only, args.ns, args.batch, args.repeat, budget)
         with open(args.json, "w") as f:
             json.dump({args.only: res}, f)
+        return
+
+    if args.calls:
+        base = tempfile.mkdtemp(prefix="store-scaling-")
+        try:
+            st = Reference(base)
+            print(f"{'operation':<24}" + "".join(f"{f'N={n:,}':>12}" for n in args.ns))
+            for case in CASES:
+                row = [count_calls(case, st, n, args.batch) for n in args.ns]
+                print(f"{case.name:<24}" + "".join(f"{c:>12.1f}" for c in row), flush=True)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
         return
 
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f} at start")
