@@ -189,7 +189,10 @@ def store_read(store_dir: Any, files: list[Any]) -> None:
         store_dir.read(f, "bench")
 
 
-def bench(directory: str, total_mib: int, object_mib: int, rounds: int) -> dict[str, dict[str, float]]:
+def bench(
+    directory: str, total_mib: int, object_mib: int, rounds: int, candidates: bool = True
+) -> dict[str, dict[str, float]]:
+    """``{name: {"write"|"read": MiB/s}}`` for the raw baseline, the store and the candidates."""
     count = max(1, total_mib // object_mib)
     payloads = [
         serialize.dumps(np.random.default_rng(i).integers(0, 255, object_mib << 20, dtype=np.uint8))
@@ -197,7 +200,7 @@ def bench(directory: str, total_mib: int, object_mib: int, rounds: int) -> dict[
     ]
     nbytes = sum(p.nbytes for p in payloads)
     key = os.urandom(32)
-    cands = _candidates(key)
+    cands = _candidates(key) if candidates else {}
     store_dir = disk.SpillDir(directory, key)
     best: dict[str, dict[str, float]] = {}
 
