@@ -13,4 +13,4 @@ export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-${CONFORMANCE_PROFILE:-ci}}"
 export CONFORMANCE_PROFILE="$HYPOTHESIS_PROFILE"
 python -m ruff check .
 python -m pytest tests -n 2 "$@"
-python -m pytest conformance --impl=reference --device=sim "$@"
+python -m pytest conformance --impl=reference --device=sim -n 2 "$@"
