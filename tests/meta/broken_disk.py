@@ -105,7 +105,9 @@ class SharedHmacKey(_Broken):
 
         from reference_impl.store import hostfile
 
-        hostfile.secrets = types.SimpleNamespace(token_bytes=lambda n: b"proxify-spill-key"[:n])
+        hostfile.secrets = types.SimpleNamespace(
+            token_bytes=lambda n: (b"proxify-spill-key" * 4)[:n]  # as long as asked (BLAKE3: 32)
+        )
 
 
 # ------------------------------------------------------------------ frames and directories
