@@ -1,7 +1,7 @@
 """Candidate: ProxifyHostFile.lock is a class attribute, so every store in the
 process shares one lock (a busy store blocks an unrelated one).
 
-Run: /work/venv-daskcuda/bin/python class_level_lock.py
+Run: ../../../.venv-daskcuda/bin/python class_level_lock.py
 """
 import tempfile
 import threading

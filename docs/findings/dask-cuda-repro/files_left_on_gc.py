@@ -14,7 +14,7 @@ clear(): one without the callback (no RMM: dask-cuda skips it), one with it
 (dask-cuda's own initialize_spill_on_demand_once against the _common stand-in
 for rmm.mr, the callback kept referenced the way RMM keeps it).
 
-Run: /work/venv-daskcuda/bin/python files_left_on_gc.py   (or .venv-daskcuda/bin/python)
+Run: ../../../.venv-daskcuda/bin/python files_left_on_gc.py
 """
 
 import gc

@@ -2,7 +2,7 @@
 cannot be spilled to disk: dask_cuda.disk_io.disk_write hands all frames to one
 os.writev call, which fails with EINVAL.
 
-Run: /work/venv-daskcuda/bin/python iov_max_frames.py
+Run: ../../../.venv-daskcuda/bin/python iov_max_frames.py
 """
 import os
 import tempfile

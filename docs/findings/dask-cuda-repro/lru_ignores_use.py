@@ -1,7 +1,7 @@
 """Candidate: recency (last_access) is not updated when a device-resident proxy
 is used, so eviction is "least recently stored/unspilled", not LRU.
 
-Run: /work/venv-daskcuda/bin/python lru_ignores_use.py
+Run: ../../../.venv-daskcuda/bin/python lru_ignores_use.py
 """
 import time
 

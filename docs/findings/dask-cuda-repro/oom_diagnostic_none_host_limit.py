@@ -7,7 +7,7 @@ spill-on-demand failure diagnostic, so when the OOM callback finds nothing to
 spill it raises TypeError instead of logging and returning False (RMM would
 then raise MemoryError).
 
-Run: /work/venv-daskcuda/bin/python oom_diagnostic_none_host_limit.py
+Run: ../../../.venv-daskcuda/bin/python oom_diagnostic_none_host_limit.py
 """
 import gc
 

@@ -6,7 +6,7 @@ script lets ``initialize_spill_on_demand_once()`` build it against a minimal
 stand-in for ``rmm.mr`` (see _common.install_oom_callback) and then calls the
 closure the way RMM's FailureCallbackResourceAdaptor would.
 
-Run: /work/venv-daskcuda/bin/python oom_skips_host_limit.py
+Run: ../../../.venv-daskcuda/bin/python oom_skips_host_limit.py
 """
 import gc
 

@@ -3,7 +3,7 @@ pickled, because ProxyObject.__reduce__ pickles its ProxyDetail, whose
 ``manager`` attribute is the ProxyManager (which holds threading locks).
 dask-cuda's own test (test_pickle_proxy_object) only pickles unmanaged proxies.
 
-Run: /work/venv-daskcuda/bin/python pickle_managed_proxy.py
+Run: ../../../.venv-daskcuda/bin/python pickle_managed_proxy.py
 """
 import gc
 import pickle

@@ -3,7 +3,7 @@ and each spill file 0600.  dask-cuda creates its directory with
 tempfile.TemporaryDirectory (0700) but writes files with plain open(), so their
 mode follows the umask (0644 under the usual 022).
 
-Run: /work/venv-daskcuda/bin/python spill_file_mode.py
+Run: ../../../.venv-daskcuda/bin/python spill_file_mode.py
 """
 import gc
 import os

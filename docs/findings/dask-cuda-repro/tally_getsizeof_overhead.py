@@ -4,7 +4,7 @@ sys.getsizeof(proxy) = ProxyObject.__sizeof__() (the frame bytes) + the
 interpreter's GC header.  Every host/disk proxy is over-counted by that header
 (32 B on CPython 3.11), so disk_bytes != bytes in the spill files.
 
-Run: /work/venv-daskcuda/bin/python tally_getsizeof_overhead.py
+Run: ../../../.venv-daskcuda/bin/python tally_getsizeof_overhead.py
 """
 import gc
 import os

@@ -9,7 +9,7 @@ real disk-spill path with os.writev/os.readv patched to honour a 4 KiB cap,
 i.e. the same short-transfer contract at a small scale, and checks whether
 dask-cuda notices.
 
-Run: /work/venv-daskcuda/bin/python writev_readv_truncation.py
+Run: ../../../.venv-daskcuda/bin/python writev_readv_truncation.py
 """
 import os
 
