@@ -137,7 +137,23 @@ def pytest_configure(config: pytest.Config) -> None:
             from reference_impl.device import cuda_available
 
             state.device_kind = "cuda" if cuda_available() else "sim"
+        elif state.device_kind == "cuda":
+            _check_cuda()
         _load_manifests(state)
+
+
+def _check_cuda() -> None:
+    """``--device=cuda`` where CuPy or a GPU is missing: one usage error at start-up,
+    not a FAIL row per test blaming the implementation."""
+    from reference_impl.device import DeviceUnavailableError
+    from reference_impl.device.cuda import _import_cupy
+
+    try:
+        _import_cupy()
+    except DeviceUnavailableError as exc:
+        raise pytest.UsageError(
+            f"--device=cuda: {exc}; use --device=sim (or auto) on a machine without one"
+        ) from None
 
 
 def _load_manifests(state: _State) -> None:
