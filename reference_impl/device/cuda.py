@@ -6,6 +6,9 @@ fails with :class:`DeviceUnavailableError` on a machine without a usable GPU.
 
 from __future__ import annotations
 
+import itertools
+import threading
+import weakref
 from typing import Any
 
 from .common import TransferCounters, check_dtype, check_shape
@@ -43,20 +46,45 @@ def _import_cupy():
 
 
 class _RmmAccounting:
-    """Limit, statistics and failure callback from RMM's resource adaptors."""
+    """RMM's statistics and failure-callback adaptors over one GPU's resource.
 
-    def __init__(self, capacity: int, on_oom: OomHandler):
+    Built and installed once per process per GPU (:func:`_accounting`), however many
+    CudaDevices are made: wrapping the current resource on every construction would
+    pile adaptors up over a test run. The capacity of each CudaDevice is therefore
+    not an RMM limit; it is checked by the device before each of its allocations,
+    against the bytes these statistics measured. The failure callback (a real
+    out-of-memory on the GPU) asks the OOM handlers of every live CudaDevice on
+    this GPU, newest first, for the requested bytes.
+    """
+
+    allocator = "rmm"
+
+    def __init__(self, device_id: int):
         import cupy
         import rmm
         from rmm.allocators.cupy import rmm_cupy_allocator
 
-        upstream = rmm.mr.get_current_device_resource()
-        self._stats = rmm.mr.StatisticsResourceAdaptor(
-            rmm.mr.LimitingResourceAdaptor(upstream, capacity)
-        )
-        self._resource = rmm.mr.FailureCallbackResourceAdaptor(self._stats, on_oom)
-        rmm.mr.set_current_device_resource(self._resource)
+        self.device_id = device_id
+        self.devices: weakref.WeakValueDictionary[int, CudaDevice] = (
+            weakref.WeakValueDictionary())
+        self._serial = itertools.count()
+        self._retries = 0
+        self.upstream = rmm.mr.get_current_device_resource()
+        self._stats = rmm.mr.StatisticsResourceAdaptor(self.upstream)
+        self.resource = rmm.mr.FailureCallbackResourceAdaptor(self._stats, self._on_failure)
+        rmm.mr.set_current_device_resource(self.resource)
         cupy.cuda.set_allocator(rmm_cupy_allocator)
+
+    def attach(self, device: CudaDevice) -> None:
+        self.devices[next(self._serial)] = device
+
+    def _on_failure(self, nbytes: int) -> bool:
+        """RMM's failure callback: True to retry the allocation."""
+        devices = [d for _, d in sorted(self.devices.items(), reverse=True)]
+        freed = self._retries < MAX_OOM_RETRIES and any(d._oom.free(max(1, int(nbytes)))
+                                                        for d in devices)
+        self._retries = self._retries + 1 if freed else 0
+        return freed
 
     def in_use(self) -> int:
         return int(self._stats.allocation_counts["current_bytes"])
@@ -66,15 +94,20 @@ class _RmmAccounting:
 
 
 class _PoolAccounting:
-    """Fallback without RMM: a CuPy memory pool with a hard limit."""
+    """Fallback without RMM: one CuPy memory pool per process per GPU."""
 
-    def __init__(self, capacity: int):
+    allocator = "cupy-pool"
+
+    def __init__(self, device_id: int):
         import cupy
 
+        self.device_id = device_id
         self._pool = cupy.cuda.MemoryPool()
-        self._pool.set_limit(size=capacity)
         cupy.cuda.set_allocator(self._pool.malloc)
         self._peak = 0
+
+    def attach(self, device: CudaDevice) -> None:
+        pass
 
     def in_use(self) -> int:
         used = int(self._pool.used_bytes())
@@ -85,8 +118,31 @@ class _PoolAccounting:
         return max(self._peak, self.in_use())
 
 
+_ACCOUNTING: dict[int, Any] = {}  # GPU id -> its process-wide accounting
+_ACCOUNTING_LOCK = threading.Lock()
+
+
+def _accounting(device_id: int) -> Any:
+    """This process's accounting for GPU ``device_id``: RMM's adaptors where RMM is
+    installed, else a CuPy pool; built and installed on first use only."""
+    with _ACCOUNTING_LOCK:
+        acct = _ACCOUNTING.get(device_id)
+        if acct is None:
+            try:
+                acct = _RmmAccounting(device_id)
+            except ImportError:
+                acct = _PoolAccounting(device_id)
+            _ACCOUNTING[device_id] = acct
+        return acct
+
+
 class CudaDevice(TransferCounters):
-    """A real GPU. ``bytes_in_use`` is what the allocator measured."""
+    """A real GPU. ``bytes_in_use`` is what the allocator measured.
+
+    Every CudaDevice of one GPU in a process shares that GPU's accounting (see
+    :class:`_RmmAccounting`): ``bytes_in_use`` is the process's bytes on the GPU,
+    and ``capacity`` bounds them for allocations made through this device.
+    """
 
     kind = "cuda"
 
@@ -96,44 +152,41 @@ class CudaDevice(TransferCounters):
         total = cp.cuda.Device(device_id).mem_info[1]
         self.capacity = parse_bytes(capacity, what="device capacity") if capacity else int(total)
         self.name = f"cuda:{device_id}"
+        self.device_id = device_id
         self._oom = OomHandlers()
         super().__init__()
-        self._retries = 0
         self._peak_at_reset = 0
         self._use_at_reset = 0
-        try:
-            self._acct: Any = _RmmAccounting(self.capacity, self._on_rmm_failure)
-            self.allocator = "rmm"
-        except ImportError:
-            self._acct = _PoolAccounting(self.capacity)
-            self.allocator = "cupy-pool"
+        self._acct: Any = _accounting(device_id)
+        self._acct.attach(self)
+        self.allocator = self._acct.allocator
 
     def __repr__(self) -> str:
         return f"<CudaDevice {self.name} ({self.allocator}) {self.bytes_in_use():,}/{self.capacity:,}>"
 
-    # RMM calls this with the requested size; handlers get the shortfall.
-    def _on_rmm_failure(self, nbytes: int) -> bool:
-        shortfall = max(1, self.bytes_in_use() + nbytes - self.capacity)
-        freed = self._retries < MAX_OOM_RETRIES and self._oom.free(shortfall)
-        self._retries = self._retries + 1 if freed else 0
-        return freed
-
     def _with_oom_retry(self, make, nbytes: int):
         """One allocation, ending in :class:`DeviceOutOfMemoryError` like the sim device.
 
-        Under RMM the failure callback already asked the handlers; the CuPy-pool
+        The capacity is checked first, against the measured bytes: over it, the
+        handlers are asked for the shortfall. A real out-of-memory on the GPU has
+        already asked them under RMM (its failure callback); the CuPy-pool
         fallback asks them here, emulating that callback.
         """
         for _ in range(MAX_OOM_RETRIES):
+            in_use = self._acct.in_use()
+            shortfall = in_use + nbytes - self.capacity
+            if shortfall > 0:
+                if self._oom.free(shortfall):
+                    continue
+                raise DeviceOutOfMemoryError(nbytes, in_use, self.capacity, self.name)
             try:
                 return make()
             except MemoryError as exc:
-                shortfall = max(1, self.bytes_in_use() + nbytes - self.capacity)
-                if self.allocator == "rmm" or not self._oom.free(shortfall):
+                if self.allocator == "rmm" or not self._oom.free(max(1, nbytes)):
                     raise DeviceOutOfMemoryError(
-                        nbytes, self.bytes_in_use(), self.capacity, self.name
+                        nbytes, self._acct.in_use(), self.capacity, self.name
                     ) from exc
-        raise DeviceOutOfMemoryError(nbytes, self.bytes_in_use(), self.capacity, self.name)
+        raise DeviceOutOfMemoryError(nbytes, self._acct.in_use(), self.capacity, self.name)
 
     def empty(self, shape: int | tuple[int, ...], dtype: Any = "float64") -> Any:
         import numpy as np
