@@ -25,11 +25,14 @@ length goes to ``lens[dest[i]]`` (the offsets pass), an exclusive scan of
 ``lens`` gives the new offsets, and each row's bytes are copied to
 ``chars_out[new_offsets[dest[i]]:...]`` (the chars pass, one thread a row).
 
-Only ``syncthreads``, shared arrays and atomics are used (no warp
-intrinsics), so the very same kernels run under ``NUMBA_ENABLE_CUDASIM=1``.
-Known cost: the in-tile rank is ``O(TPB)`` shared-memory reads per row; a
-``match_any_sync`` warp rank would be faster on hardware but does not exist
-in the simulator.  Every buffer is allocated through ``device.empty``.
+The rank has two variants (:func:`rank_variant`).  On hardware, ``"warp"``:
+``match_any_sync`` finds the lanes of a warp with the same partition, a row's
+rank in its warp is a popcount, and the tile's 4 warps take their turn at the
+cursors (``O(1)`` per row).  Under numba's simulator (``NUMBA_ENABLE_CUDASIM=1``),
+which has no warp intrinsics, ``"tile"``: only ``syncthreads``, shared arrays and
+atomics, the rank an ``O(TPB)`` count of the tile in shared memory.  Both give
+the same destinations, so the simulator tests check the kernels the hardware
+runs in every other pass.  Every buffer is allocated through ``device.empty``.
 """
 
 from __future__ import annotations
@@ -49,6 +52,10 @@ SHARED_MAX = 4096  # partitions that fit the shared-memory histogram / cursor
 SHARED_PARTITIONS_LIMIT = SHARED_MAX
 MAX_BLOCKS = 1024
 SCAN_TPB = 256
+WARP = 32
+FULL_MASK = np.int32(-1)  # every lane of a warp (0xFFFFFFFF as the int32 numba wants)
+#: the in-tile rank: "warp" or "tile", or None to choose by the target (see rank_variant)
+RANK_VARIANT: str | None = None
 
 
 # ``numba.cuda`` is bound here on first use.  Kernels must reach it as a module
@@ -276,13 +283,54 @@ def _scan_kernels():
     return tile_scan, add_base, finish
 
 
+def rank_variant() -> str:
+    """The rank kernel to run: ``RANK_VARIANT`` if set, else ``"tile"`` under numba's
+    CUDA simulator (it has no ``match_any_sync``) and ``"warp"`` on a GPU."""
+    from numba import config
+
+    simulated = bool(config.ENABLE_CUDASIM)
+    variant = RANK_VARIANT or ("tile" if simulated else "warp")
+    if variant not in ("warp", "tile"):
+        raise ValueError(f"RANK_VARIANT must be 'warp', 'tile' or None, got {variant!r}")
+    if variant == "warp" and simulated:
+        raise RuntimeError("the warp rank needs a GPU: numba's CUDA simulator has no "
+                           "match_any_sync; use RANK_VARIANT = 'tile' (or None)")
+    return variant
+
+
 @cache
-def _rank(shared: bool):
+def _rank(shared: bool, variant: str = "tile"):
     _cuda()
     i32, i64 = np.int32, np.int64
 
     @cuda.jit(device=True)
-    def rank_rows(ids, dest, cur, lo, hi, tile):
+    def rank_rows_warp(ids, dest, cur, lo, hi, tile):
+        """Warp ``w`` of the tile ranks its rows with one ``match_any_sync`` and takes
+        its turn ``w`` at the cursors (``tile`` is unused)."""
+        t = cuda.threadIdx.x
+        lane = t % WARP
+        warp = t // WARP
+        below = np.uint32((np.uint64(1) << np.uint64(lane)) - np.uint64(1))
+        for base in range(lo, hi, TPB):  # same trip count for the whole block
+            i = base + t
+            p = ids[i] if i < hi else -1
+            peers = np.uint32(cuda.match_any_sync(FULL_MASK, p))
+            rank = cuda.popc(peers & below)
+            total = cuda.popc(peers)
+            for w in range(TPB // WARP):
+                if warp == w:
+                    d = 0
+                    if p >= 0:
+                        d = cur[p] + rank
+                    cuda.syncwarp(FULL_MASK)  # every lane has read cur before it moves
+                    if p >= 0:
+                        dest[i] = d
+                        if rank == total - 1:
+                            cur[p] = d + 1
+                cuda.syncthreads()
+
+    @cuda.jit(device=True)
+    def rank_rows_tile(ids, dest, cur, lo, hi, tile):
         t = cuda.threadIdx.x
         for base in range(lo, hi, TPB):  # same trip count for the whole block
             i = base + t
@@ -304,6 +352,8 @@ def _rank(shared: bool):
             if p >= 0 and rank == total - 1:
                 cur[p] = d + 1
             cuda.syncthreads()
+
+    rank_rows = rank_rows_warp if variant == "warp" else rank_rows_tile
 
     if shared:
         @cuda.jit
@@ -469,7 +519,7 @@ class Driver:
         dest = dev.empty(nrows, np.int64)
         shared = n <= min(SHARED_PARTITIONS_LIMIT, SHARED_MAX)
         cursor = dev.empty((1, 1) if shared else (nb, n), np.int64)
-        _rank(shared)[nb, TPB](_raw(ids), _raw(pos), _raw(dest), rpb, n, _raw(cursor))
+        _rank(shared, rank_variant())[nb, TPB](_raw(ids), _raw(pos), _raw(dest), rpb, n, _raw(cursor))
         del pos, cursor
         blocks = max(1, min(MAX_BLOCKS * 4, -(-nrows // TPB)))
         scatter = _scatter()
