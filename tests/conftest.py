@@ -36,3 +36,12 @@ def selected_profile(environ=os.environ) -> str:
 
 register_profiles()
 settings.load_profile(f"conformance-{selected_profile()}")
+
+
+@pytest.fixture(scope="session")
+def gpu():
+    """A CudaDevice on this machine's GPU; skipped without one, failed under
+    PROXIFY_REQUIRE_GPU=1 (``tests/gpu_support.py``)."""
+    from gpu_support import gpu_device
+
+    return gpu_device()
