@@ -12,5 +12,7 @@ fi
 export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-${CONFORMANCE_PROFILE:-ci}}"
 export CONFORMANCE_PROFILE="$HYPOTHESIS_PROFILE"
 python -m ruff check .
+# The GPU check's dry run: arguments, wheel folder, imports, CUDA kernels under the simulator.
+bash ci/gpu_check.sh --dry-run --out reports/gpu-dry-run
 python -m pytest tests -n 2 "$@"
 python -m pytest conformance --impl=reference --device=sim -n 2 "$@"

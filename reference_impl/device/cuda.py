@@ -33,8 +33,8 @@ def _import_cupy():
         import cupy
     except ImportError as exc:
         raise DeviceUnavailableError(
-            "the cuda device needs CuPy; install the 'gpu' extra "
-            "(pip install 'proxify-conformance[gpu]')"
+            "the cuda device needs CuPy; install the 'gpu' extra (CUDA 12) or 'gpu-cu13' "
+            "(CUDA 13): pip install 'proxify-conformance[gpu-cu13]'"
         ) from exc
     try:
         count = cupy.cuda.runtime.getDeviceCount()
