@@ -21,19 +21,56 @@ allocated by the caller through the device, so the ledger sees every byte.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from functools import cache
 
 import numba
 import numpy as np
 from numba import njit, prange, types
 from numba.core import cgutils
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
 
 from .hashing import SEED, compile_functions
+from .jitcache import njit_cached
 from .strings import Strings
 
-F = compile_functions(njit(nogil=True, cache=True),
-                      string_jit=njit(nogil=True, cache=True, inline="always"))
+# The element functions are only ever called from the kernels below, which are cached with
+# their callees inlined, so they need no cache of their own.  (They are closures over other
+# dispatchers: numba keys a closure's cache entry by pickling its cells, and a pickled
+# dispatcher differs in every process, so ``cache=True`` here would only add a dead entry
+# per process.)
+F = compile_functions(njit(nogil=True),
+                      string_jit=njit(nogil=True, inline="always"))
+
+#: The key kind (``hashing.KINDS``) travels to the kernels as the numba *type* of a scalar
+#: tag, so that one module-level, cacheable kernel serves every kind: numba compiles (and
+#: caches) one specialisation per (tag type, column dtype), and ``step`` picks the element
+#: rule at compile time.  ``None`` stands for "h": the column already holds row hashes.
+TAGS = {"i": np.int64(0), "u": np.uint64(0), "f4": np.float32(0), "f8": np.float64(0),
+        "h": None}
+
+
+def step(tag, h, col, valid, has_valid, i):
+    """``F.step[kind]`` for the kind ``tag`` stands for; jitted code only."""
+    raise NotImplementedError("step is resolved by numba at compile time")
+
+
+def _kind_of(tag) -> str:
+    if isinstance(tag, (types.NoneType, types.Omitted)):
+        return "h"
+    if isinstance(tag, types.Float):
+        return "f4" if tag.bitwidth == 32 else "f8"
+    if isinstance(tag, types.Integer):
+        return "i" if tag.signed else "u"
+    raise TypeError(f"no key kind for tag type {tag}")
+
+
+@overload(step, inline="always")
+def _step_overload(tag, h, col, valid, has_valid, i):
+    fn = F.step[_kind_of(tag)]
+
+    def impl(tag, h, col, valid, has_valid, i):
+        return fn(h, col, valid, has_valid, i)
+
+    return impl
 
 
 PARALLEL_MIN_ROWS = 1 << 16  # below this, one thread: waking workers costs more than it saves
@@ -59,24 +96,19 @@ def chunk_bounds(nrows: int) -> np.ndarray:
     return np.linspace(0, nrows, nchunks + 1).astype(np.int64)
 
 
-@cache
-def hash_step_kernel(kind: str):
-    """``h[i] = combine(h[i] or SEED, e(col[i]))`` for one key column."""
-    step = F.step[kind]
-
-    @njit(parallel=True, nogil=True, cache=True)
-    def kernel(col, valid, has_valid, h, first):
-        for i in prange(col.shape[0]):
-            h0 = SEED if first else h[i]
-            h[i] = step(h0, col, valid, has_valid, i)
-
-    return kernel
+@njit_cached(parallel=True, nogil=True)
+def hash_step(tag, col, valid, has_valid, h, first):
+    """``h[i] = combine(h[i] or SEED, e(col[i]))`` for one key column of kind ``tag``."""
+    for i in prange(col.shape[0]):
+        h0 = SEED if first else h[i]
+        h[i] = step(tag, h0, col, valid, has_valid, i)
 
 
 _string_step = F.string_step
+_pid = F.pid
 
 
-@njit(parallel=True, nogil=True, cache=True)
+@njit_cached(parallel=True, nogil=True)
 def hash_string_kernel(offsets, chars, valid, has_valid, h, first):
     """``h[i] = combine(h[i] or SEED, hash_string(row i))`` for one string column."""
     step = _string_step
@@ -85,7 +117,7 @@ def hash_string_kernel(offsets, chars, valid, has_valid, h, first):
         h[i] = step(h0, offsets, chars, valid, has_valid, i)
 
 
-@njit(nogil=True, cache=True)
+@njit_cached(nogil=True)
 def first_bad_offset(offsets):
     """-1 if ``offsets`` is non-decreasing from a non-negative start; -2 if the
     start is negative; else the first ``i`` with ``offsets[i] > offsets[i+1]``."""
@@ -100,55 +132,42 @@ def first_bad_offset(offsets):
 BLOCK = 4096  # rows hashed (vectorised) before their histogram update; stays in L1/L2
 
 
-@cache
-def ids_hist_kernel(kind: str):
+@njit_cached(nogil=True)
+def _ids_block(tag, col, valid, has_valid, n, ids, row):
+    for i in range(col.shape[0]):
+        ids[i] = _pid(step(tag, SEED, col, valid, has_valid, i), n)
+    for i in range(ids.shape[0]):
+        row[ids[i]] += 1
+
+
+@njit_cached(parallel=True, nogil=True)
+def ids_hist(tag, col, valid, has_valid, n, ids, hist, bounds):
     """Pass 1: partition id of each row, plus a histogram per chunk.
 
-    With kind ``"h"`` the column holds finished row hashes (several keys);
-    otherwise it is the single key column and hashing is fused in.  Each
-    chunk hashes a block of rows into ``ids`` (a loop LLVM vectorises, with
-    views sliced so indices start at 0), then counts that block while it is
-    still in cache.
+    With tag ``None`` (kind ``"h"``) the column holds finished row hashes
+    (several keys); otherwise it is the single key column and hashing is fused
+    in.  Each chunk hashes a block of rows into ``ids`` (a loop LLVM
+    vectorises, with views sliced so indices start at 0), then counts that
+    block while it is still in cache.
     """
-    step = F.step[kind]
-    pid = F.pid
-
-    @njit(nogil=True, cache=True)
-    def block(col, valid, has_valid, n, ids, row):
-        for i in range(col.shape[0]):
-            ids[i] = pid(step(SEED, col, valid, has_valid, i), n)
-        for i in range(ids.shape[0]):
-            row[ids[i]] += 1
-
-    @njit(parallel=True, nogil=True, cache=True)
-    def kernel(col, valid, has_valid, n, ids, hist, bounds):
-        for c in prange(bounds.shape[0] - 1):
-            row = hist[c]
-            for p in range(n):
-                row[p] = 0
-            for lo in range(bounds[c], bounds[c + 1], BLOCK):
-                hi = min(lo + BLOCK, bounds[c + 1])
-                vb = valid[lo:hi] if has_valid else valid
-                block(col[lo:hi], vb, has_valid, n, ids[lo:hi], row)
-
-    return kernel
+    for c in prange(bounds.shape[0] - 1):
+        row = hist[c]
+        for p in range(n):
+            row[p] = 0
+        for lo in range(bounds[c], bounds[c + 1], BLOCK):
+            hi = min(lo + BLOCK, bounds[c + 1])
+            vb = valid[lo:hi] if has_valid else valid
+            _ids_block(tag, col[lo:hi], vb, has_valid, n, ids[lo:hi], row)
 
 
-@cache
-def ids_kernel(kind: str):
+@njit_cached(parallel=True, nogil=True)
+def ids_only(tag, col, valid, has_valid, n, ids):
     """Partition ids only (no histogram), for ``partition_ids``."""
-    step = F.step[kind]
-    pid = F.pid
-
-    @njit(parallel=True, nogil=True, cache=True)
-    def kernel(col, valid, has_valid, n, ids):
-        for i in prange(col.shape[0]):
-            ids[i] = pid(step(SEED, col, valid, has_valid, i), n)
-
-    return kernel
+    for i in prange(col.shape[0]):
+        ids[i] = _pid(step(tag, SEED, col, valid, has_valid, i), n)
 
 
-@njit(nogil=True, cache=True)
+@njit_cached(nogil=True)
 def scan_kernel(hist, counts, offsets):
     """Histograms -> counts, exclusive offsets (length n+1) and, in place,
     the start position of every (chunk, partition)."""
@@ -164,7 +183,7 @@ def scan_kernel(hist, counts, offsets):
     offsets[n] = total
 
 
-@njit(parallel=True, nogil=True, cache=True)
+@njit_cached(parallel=True, nogil=True)
 def byte_hist_kernel(ids, offsets, bounds, bpos):
     """Bytes of a string column per (chunk, partition), into ``bpos``."""
     for c in prange(bounds.shape[0] - 1):
@@ -175,7 +194,7 @@ def byte_hist_kernel(ids, offsets, bounds, bpos):
             row[ids[i]] += offsets[i + 1] - offsets[i]
 
 
-@njit(nogil=True, cache=True)
+@njit_cached(nogil=True)
 def starts_kernel(hist):
     """In place: the exclusive scan of ``hist`` in (partition, chunk) order, the
     order the rows are laid out in; returns the total."""
@@ -206,7 +225,7 @@ def _copy_bytes(typingctx, dst, dst_at, src, src_at, nbytes):
     return sig, codegen
 
 
-@njit(nogil=True, cache=True)
+@njit_cached(nogil=True)
 def _scatter_strings_chunk(ids, cur, bcur, lo, hi, offsets, chars, out_off, out_chars):
     for i in range(lo, hi):
         p = ids[i]
@@ -220,7 +239,7 @@ def _scatter_strings_chunk(ids, cur, bcur, lo, hi, offsets, chars, out_off, out_
         bcur[p] = b + length
 
 
-@njit(parallel=True, nogil=True, cache=True)
+@njit_cached(parallel=True, nogil=True)
 def scatter_strings_kernel(ids, pos, bpos, bounds, offsets, chars, out_off, out_chars):
     """Pass 2 for one string column: row ``i`` gets offset ``bpos[c, p]`` at row
     ``pos[c, p]`` and its bytes copied there; both cursors are consumed.  The
@@ -233,7 +252,7 @@ def scatter_strings_kernel(ids, pos, bpos, bounds, offsets, chars, out_off, out_
 MAX_FUSED = 4  # columns of one width scattered per pass (one read of the ids serves them all)
 
 
-@njit(nogil=True, cache=True)
+@njit_cached(nogil=True)
 def _scatter_direct(ids, cur, lo, hi, ncols, s0, d0, s1, d1, s2, d2, s3, d3):
     # ``ncols`` is loop-invariant, so the branches are unswitched out of the loop.
     # The cursor of the current run of equal ids stays in a register: skewed
@@ -260,7 +279,7 @@ def _scatter_direct(ids, cur, lo, hi, ncols, s0, d0, s1, d1, s2, d2, s3, d3):
     cur[run] = j
 
 
-@njit(parallel=True, nogil=True, cache=True)
+@njit_cached(parallel=True, nogil=True)
 def scatter_kernel(ids, pos, bounds, ncols, s0, d0, s1, d1, s2, d2, s3, d3):
     """Pass 2 for up to 4 columns of one width (unused slots: empty arrays).
 
@@ -310,7 +329,7 @@ class Driver:
             if kind == "s":
                 hash_string_kernel(_np(col.offsets), _np(col.chars), mask, has, _np(h), k == 0)
             else:
-                hash_step_kernel(kind)(_np(col), mask, has, _np(h), k == 0)
+                hash_step(TAGS[kind], _np(col), mask, has, _np(h), k == 0)
         return h
 
     def _source(self, cols, kinds, masks):
@@ -324,7 +343,7 @@ class Driver:
     def _ids(self, cols, kinds, masks, n):
         ids = self.device.empty(len(cols[0]), np.int32)
         src, kind, mask, has = self._source(cols, kinds, masks)
-        ids_kernel(kind)(_np(src), mask, has, n, _np(ids))
+        ids_only(TAGS[kind], _np(src), mask, has, n, _np(ids))
         return ids
 
     def ids_counts(self, cols, kinds, masks, n, ids_out=None):
@@ -338,7 +357,7 @@ class Driver:
         counts = dev.empty(n, np.int64)
         offsets = dev.empty(n + 1, np.int64)
         src, kind, mask, has = self._source(cols, kinds, masks)
-        ids_hist_kernel(kind)(_np(src), mask, has, n, _np(ids), _np(pos), bounds)
+        ids_hist(TAGS[kind], _np(src), mask, has, n, _np(ids), _np(pos), bounds)
         del src
         scan_kernel(_np(pos), _np(counts), _np(offsets))
         return ids, counts, offsets, (pos, bounds)

@@ -145,5 +145,5 @@ def test_cpu_kernels_run_one_parallel_chunk_per_thread():
     from reference_impl.kernels import cpu
 
     assert len(cpu.chunk_bounds(10**6)) - 1 == numba.get_num_threads()
-    for kernel in (cpu.scatter_kernel, cpu.ids_hist_kernel("i")):
+    for kernel in (cpu.scatter_kernel, cpu.ids_hist):
         assert kernel.targetoptions["parallel"]
