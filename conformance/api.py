@@ -44,11 +44,23 @@ class Snapshot:
 
 @dataclass(frozen=True)
 class ShuffleEnv:
-    device: Any | None
-    device_limit: int | None
-    n_workers: int
+    """Where a shuffle runs. The suite started the cluster (loopback, one process and one
+    thread per worker) and stops it; the adapter only uses it.
+
+    ``device_kind`` is set for ``shuffle.device`` implementations: every worker process
+    then has its own device of ``device_capacity`` bytes as its default
+    (``reference_impl.get_device("auto")`` inside a task), and ``device_limit`` is the
+    budget the shuffle must keep to on each worker. ``host_limit`` is the host bytes per
+    worker before spilling to disk, and ``spill_dir`` holds the workers' local directories.
+    """
+
     client: Any
+    n_workers: int
     spill_dir: str
+    device_kind: str | None = None
+    device_capacity: int | None = None
+    device_limit: int | None = None
+    host_limit: int | None = None
 
 
 @runtime_checkable
@@ -71,8 +83,32 @@ class Implementation(Protocol):
     def register_external(self, store: Any, obj: Any) -> Any: ...
     def close_store(self, store: Any) -> None: ...
     def shuffle(
-        self, inputs: Sequence[Any], on: Sequence[str], npartitions: int, env: ShuffleEnv
+        self, inputs: Any, on: Sequence[str], npartitions: int, env: ShuffleEnv
     ) -> Sequence[Any]: ...
+
+
+class ShuffleHooks(Protocol):
+    """The optional parts of a shuffle adapter (each one is looked up with ``getattr``).
+
+    - ``setup_cluster(env)``: called once per cluster before any shuffle (register worker
+      plugins, ...). Whatever it installs may stay for the cluster's life.
+    - ``load_inputs(tables, env) -> inputs``: put the input ``pyarrow.Table`` s on the
+      workers (futures, a dask collection); the suite waits for them before it measures.
+      Without it, ``shuffle`` receives the ``pyarrow.Table`` s themselves.
+    - ``shuffle(inputs, on, npartitions, env)`` returns ``npartitions`` ``pyarrow.Table`` s,
+      output ``i`` at index ``i``, each with the inputs' schema.
+    - ``phase_of(key) -> "transfer" | "barrier" | "unpack" | None``: which phase a task key
+      of a running shuffle belongs to, so that the suite can kill a worker inside a phase.
+    - ``memory_budget(env) -> int``: the bytes per worker the shuffle promises to stay
+      within, on the device (``shuffle.device``) or in RSS; default ``env.device_limit``.
+    - ``cluster_config() -> dict``: dask config in force while the cluster starts and runs.
+    """
+
+    def setup_cluster(self, env: ShuffleEnv) -> None: ...
+    def load_inputs(self, tables: Sequence[Any], env: ShuffleEnv) -> Any: ...
+    def phase_of(self, key: str) -> str | None: ...
+    def memory_budget(self, env: ShuffleEnv) -> int: ...
+    def cluster_config(self) -> dict[str, Any]: ...
 
 
 # Which methods each capability makes mandatory (checked at start-up).

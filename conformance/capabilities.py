@@ -29,11 +29,13 @@ STORE_CAPABILITIES: dict[str, str] = {
 }
 
 SHUFFLE_CAPABILITIES: dict[str, str] = {
-    "shuffle": "shuffle(inputs, on, npartitions, env) -> partitions",
-    "shuffle.bounded": "peak device bytes per worker <= limit + largest output partition",
-    "shuffle.spill": "shards spill under pressure",
-    "shuffle.nulls": "null keys are partitioned consistently",
-    "shuffle.faults.worker": "a worker dying mid-shuffle gives a correct rerun or a ShuffleError",
+    "shuffle": "shuffle(inputs, on, npartitions, env) -> npartitions pyarrow Tables",
+    "shuffle.device": "workers hold the data on the device the suite gives each of them",
+    "shuffle.bounded": "peak memory per worker <= memory_budget + the largest partition",
+    "shuffle.spill": "with data several times the aggregate budget, shards spill",
+    "shuffle.nulls": "null keys are shuffled (all to one partition), not rejected",
+    "shuffle.faults.worker": "a worker killed mid-shuffle gives a correct result or a clear error",
+    "shuffle.checks": "bad arguments raise a clear error before any data moves",
 }
 
 ALL_CAPABILITIES: frozenset[str] = frozenset(STORE_CAPABILITIES) | frozenset(SHUFFLE_CAPABILITIES)

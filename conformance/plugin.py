@@ -459,7 +459,9 @@ def hyp_settings(request, impl: LoadedImpl):
     from .profiles import settings_for
 
     profile = _state(request.config).profile
-    return lambda heavy=False: settings_for(profile, impl.name, heavy=heavy)
+    return lambda heavy=False, shuffle=False: settings_for(
+        profile, impl.name, heavy=heavy, shuffle=shuffle
+    )
 
 
 @pytest.fixture
@@ -501,6 +503,66 @@ def make_store(request, impl: LoadedImpl, tmp_path):
 def harness(make_store):
     """A store with the default limits (``LIMIT`` device bytes, no host limit)."""
     return make_store()
+
+
+@pytest.fixture
+def record_detail(request):
+    """``record_detail(text)``: a short measured figure shown in the report's cell."""
+
+    def record(text: str) -> None:
+        request.node.user_properties.append(("conformance_detail", str(text)))
+
+    return record
+
+
+_CLUSTERS = pytest.StashKey[dict]()
+
+
+def _shared_cluster(request, impl: LoadedImpl, device_kind, tmp_path_factory, **kw):
+    """One cluster per implementation, settings and process, started on first use. A test
+    that failed or left anything behind gets the next test a fresh cluster: each test
+    judges its own shuffles, not its predecessors' leftovers (clause 14.11 has its own IDs)."""
+    from .shuffle_harness import ShuffleCluster
+
+    clusters = request.config.stash.setdefault(_CLUSTERS, {})
+    key = (impl.name, tuple(sorted(kw.items())))
+    cluster = clusters.get(key)
+    if cluster is None:
+        spill = tmp_path_factory.mktemp(f"shuffle-{impl.name}")
+        cluster = clusters[key] = ShuffleCluster(impl.adapter, device_kind, spill, **kw)
+    yield cluster
+    if request.node.stash.get(_CALL_FAILED, False) or cluster.settled(timeout=5.0) is not None:
+        clusters.pop(key).close()
+
+
+@pytest.fixture
+def shuffle_cluster(request, impl: LoadedImpl, device_kind, tmp_path_factory):
+    """The implementation's shared cluster: 2 workers, the default budget (8 MiB)."""
+    yield from _shared_cluster(request, impl, device_kind, tmp_path_factory)
+
+
+@pytest.fixture
+def tight_cluster(request, impl: LoadedImpl, device_kind, tmp_path_factory):
+    """A shared cluster of 2 workers with a 1 MiB budget and 2 MiB of host each."""
+    yield from _shared_cluster(
+        request, impl, device_kind, tmp_path_factory, device_limit=2**20, host_limit=2 * 2**20
+    )
+
+
+@pytest.fixture
+def make_shuffle_cluster(impl: LoadedImpl, device_kind, tmp_path):
+    """``make_shuffle_cluster(**kw) -> ShuffleCluster``: a fresh cluster for this test."""
+    from .shuffle_harness import ShuffleCluster
+
+    made = []
+
+    def factory(**kw):
+        made.append(ShuffleCluster(impl.adapter, device_kind, tmp_path / f"c{len(made)}", **kw))
+        return made[-1]
+
+    yield factory
+    for c in made:
+        c.close()
 
 
 # --------------------------------------------------------------------------- report
@@ -580,6 +642,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
+    for cluster in session.config.stash.get(_CLUSTERS, {}).values():
+        cluster.close()
+    session.config.stash[_CLUSTERS] = {}
     state = _state(session.config)
     if state is None or hasattr(session.config, "workerinput"):
         return

@@ -20,6 +20,7 @@ PROFILES = ("ci", "nightly", "stress")
 DEFAULT_PROFILE = "ci"
 ENV_VAR = "CONFORMANCE_PROFILE"
 HEAVY_DIVISOR = 2
+SHUFFLE_DIVISOR = 5  # each shuffle example runs a whole distributed shuffle
 
 _BASE = {
     "ci": dict(derandomize=True, max_examples=50, stateful_step_count=25),
@@ -46,7 +47,9 @@ def database_path(profile: str, impl_name: str) -> str | None:
     return os.path.join(".hypothesis", impl_name)
 
 
-def settings_for(profile: str, impl_name: str, *, heavy: bool = False) -> settings:
+def settings_for(
+    profile: str, impl_name: str, *, heavy: bool = False, shuffle: bool = False
+) -> settings:
     """The settings a conformance test runs under, for one implementation."""
     parent = settings.get_profile(f"conformance-{profile}")
     kw = {}
@@ -55,4 +58,6 @@ def settings_for(profile: str, impl_name: str, *, heavy: bool = False) -> settin
         kw["database"] = DirectoryBasedExampleDatabase(path)
     if heavy:
         kw["max_examples"] = max(5, parent.max_examples // HEAVY_DIVISOR)
+    if shuffle:
+        kw["max_examples"] = max(5, parent.max_examples // SHUFFLE_DIVISOR)
     return settings(parent, **kw)

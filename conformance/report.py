@@ -103,6 +103,8 @@ class Results:
             if status == "flaky":
                 failed, runs = props["conformance_flaky"]
                 rec["flaky_failed"], rec["flaky_runs"] = int(failed), int(runs)
+        if props.get("conformance_detail") and status == rec["status"]:
+            rec["detail"] = props["conformance_detail"]
         if col not in self.columns:
             self.columns.append(col)
 
@@ -126,7 +128,8 @@ class Results:
     def _text(rec: dict) -> str:
         if rec["status"] == "flaky":
             return f"flaky {rec['flaky_failed']}/{rec['flaky_runs']}"
-        return rec["status"]
+        detail = rec.get("detail")
+        return f"{rec['status']} ({detail})" if detail else rec["status"]
 
     def table(self) -> dict[str, dict[str, str]]:
         """ID -> column -> cell text (``pass``, ``FAIL``, ``flaky 2/3``, ...)."""

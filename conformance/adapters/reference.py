@@ -1,10 +1,11 @@
-"""Adapter for ``reference_impl.ProxifyHostFile`` (public API only)."""
+"""Adapter for ``reference_impl``: its ProxifyHostFile and its shuffle (public API only)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from conformance.api import Snapshot, StoreEnv
+from conformance.api import ShuffleEnv, Snapshot, StoreEnv
 
 
 class ReferenceAdapter:
@@ -26,6 +27,13 @@ class ReferenceAdapter:
             "store.integrity",
             "store.pickle",
             "store.proxy",
+            "shuffle",
+            "shuffle.device",
+            "shuffle.bounded",
+            "shuffle.spill",
+            "shuffle.nulls",
+            "shuffle.faults.worker",
+            "shuffle.checks",
         }
     )
 
@@ -61,6 +69,49 @@ class ReferenceAdapter:
 
     def close_store(self, store: Any) -> None:
         store.close()
+
+    # ------------------------------------------------------------------ shuffle
+    def setup_cluster(self, env: ShuffleEnv) -> None:
+        """Each worker's store on the device the suite gave it, and the shuffle extension."""
+        from reference_impl.shuffle import DeviceWorkerPlugin
+
+        env.client.register_plugin(
+            DeviceWorkerPlugin(
+                device="auto", device_memory_limit=env.device_limit, memory_limit=env.host_limit
+            )
+        )
+
+    def load_inputs(self, tables: Sequence[Any], env: ShuffleEnv) -> list[Any]:
+        workers = sorted(env.client.scheduler_info()["workers"])
+        return [
+            env.client.submit(_to_device, t, workers=[workers[i % len(workers)]], pure=False)
+            for i, t in enumerate(tables)
+        ]
+
+    def shuffle(self, inputs: Any, on: Sequence[str], npartitions: int, env: ShuffleEnv) -> list:
+        from reference_impl.shuffle import shuffle
+
+        outputs = shuffle(env.client, inputs, list(on), npartitions)
+        arrow = env.client.map(_to_arrow, outputs, pure=False)
+        del outputs
+        return env.client.gather(arrow)
+
+    def phase_of(self, key: str) -> str | None:
+        for phase in ("transfer", "barrier", "unpack"):
+            if key.startswith("devshuffle-") and f"-{phase}" in key:
+                return phase
+        return None
+
+
+def _to_device(table: Any) -> Any:
+    """Task: an Arrow table onto the worker's own device."""
+    from reference_impl import Table, get_device
+
+    return Table.from_arrow(table, get_device("auto"))
+
+
+def _to_arrow(table: Any) -> Any:
+    return table.to_arrow()
 
 
 def adapter() -> ReferenceAdapter:

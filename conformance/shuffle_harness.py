@@ -1,0 +1,350 @@
+"""What the suite owns for a shuffle: the cluster, the workers' devices, and the ground truth.
+
+The suite starts each cluster itself (loopback, worker processes under nannies, one
+thread each) and stops it. For ``shuffle.device`` implementations every worker gets a
+device of the suite's own making as its process default, so the device's ledger is the
+suite's; for the others it samples each worker process's RSS. Phases are observed on the
+scheduler (which lives in this process) and faults are injected from there.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
+
+from .api import ShuffleEnv
+from .harness import files_under
+
+CAPACITY_FACTOR = 16  # a worker's device capacity = CAPACITY_FACTOR * its limit
+SHUFFLE_TIMEOUT = 120.0  # a shuffle that takes longer hangs (clause 14.5)
+DASK_FILES = (".lock", ".dirlock", "global.lock", "purge.lock")
+
+
+# --------------------------------------------------------------------------- worker side
+class SuiteDevice(WorkerPlugin):
+    """Worker plugin: the suite's device, made the worker process's default device."""
+
+    name = "conformance-suite-device"
+    idempotent = True
+
+    def __init__(self, kind: str, capacity: int) -> None:
+        self.kind, self.capacity = kind, capacity
+
+    def setup(self, worker: Any) -> None:
+        from reference_impl.device import get_device, set_default_device
+
+        set_default_device(get_device(self.kind, self.capacity))
+
+    def teardown(self, worker: Any) -> None:
+        pass
+
+
+def _device_reset() -> int:
+    from reference_impl.device import default_device
+
+    dev = default_device()
+    dev.reset_peak()
+    return dev.bytes_in_use()
+
+
+def _device_peak() -> int:
+    from reference_impl.device import default_device
+
+    return default_device().peak_bytes()
+
+
+def _worker_surface(dask_worker: Any) -> dict[str, list[str]]:
+    """What a shuffle could leave behind on a worker, by name."""
+    return {
+        "handlers": sorted(dask_worker.handlers),
+        "stream_handlers": sorted(dask_worker.stream_handlers),
+        "extensions": sorted(dask_worker.extensions),
+        "plugins": sorted(dask_worker.plugins),
+        "tasks": sorted(str(k) for k in dask_worker.state.tasks),
+    }
+
+
+# --------------------------------------------------------------------------- probes
+class RssSampler:
+    """Samples every worker process's RSS in a thread of this process (psutil)."""
+
+    def __init__(self, pids: dict[str, int], interval: float = 0.005) -> None:
+        import psutil
+
+        self.procs = {w: psutil.Process(pid) for w, pid in pids.items()}
+        self.before = {w: p.memory_info().rss for w, p in self.procs.items()}
+        self.peak = dict(self.before)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(interval,), daemon=True)
+        self._thread.start()
+
+    def _run(self, interval: float) -> None:
+        while not self._stop.is_set():
+            for w, p in self.procs.items():
+                try:
+                    self.peak[w] = max(self.peak[w], p.memory_info().rss)
+                except Exception:  # the process went away (a fault test)
+                    pass
+            time.sleep(interval)
+
+    def stop(self) -> dict[str, int]:
+        """``{worker: peak RSS above the level before}``."""
+        self._stop.set()
+        self._thread.join()
+        return {w: self.peak[w] - self.before[w] for w in self.procs}
+
+
+@dataclass
+class PhaseKiller(SchedulerPlugin):
+    """Scheduler plugin: SIGKILL the worker that gets the first task of ``phase``.
+
+    ``fired`` records (key, worker, pid) once the signal was sent, so that a test can tell
+    a fault that happened from one that never did.
+    """
+
+    phase: str
+    phase_of: Callable[[str], str | None]
+    pids: dict[str, int]
+    fired: list[tuple[str, str, int]] = field(default_factory=list)
+    scheduler: Any = None
+    name: str = "conformance-phase-killer"
+
+    def transition(self, key, start, finish, *args, **kwargs) -> None:
+        if self.fired or finish != "processing":
+            return
+        if self.phase_of(str(key)) != self.phase:
+            return
+        ts = self.scheduler.tasks.get(key)
+        worker = ts.processing_on.address if ts is not None and ts.processing_on else None
+        pid = self.pids.get(worker)
+        if pid is None:
+            return
+        os.kill(pid, signal.SIGKILL)
+        self.fired.append((str(key), worker, pid))
+
+
+# --------------------------------------------------------------------------- cluster
+@dataclass
+class ShuffleRun:
+    outputs: Sequence[Any]
+    seconds: float
+    peaks: dict[str, int] | None = None  # per worker: device high-water mark or RSS growth
+
+
+class ShuffleCluster:
+    """A loopback cluster for one implementation, with the suite's probes."""
+
+    def __init__(
+        self,
+        adapter: Any,
+        device_kind: str,
+        spill_dir: str | Path,
+        *,
+        n_workers: int = 2,
+        device_limit: int | None = 8 * 2**20,
+        host_limit: int | None = None,
+    ) -> None:
+        import dask
+        import distributed
+
+        self.adapter = adapter
+        self.on_device = "shuffle.device" in adapter.capabilities
+        self.spill_dir = str(spill_dir)
+        capacity = CAPACITY_FACTOR * (device_limit or 2**20)
+        plugins = {SuiteDevice(device_kind, capacity)} if self.on_device else set()
+        self._config = dask.config.set(self._hook("cluster_config", dict)())
+        self._config.__enter__()
+        try:
+            self.cluster = distributed.LocalCluster(
+                n_workers=n_workers,
+                threads_per_worker=1,
+                processes=True,
+                host="127.0.0.1",
+                dashboard_address="127.0.0.1:0",
+                worker_dashboard_address="127.0.0.1:0",
+                memory_limit=0,
+                local_directory=self.spill_dir,
+                plugins=plugins,
+            )
+            self.client = distributed.Client(self.cluster, set_as_default=False)
+        except BaseException:
+            self._config.__exit__(None, None, None)
+            raise
+        self.env = ShuffleEnv(
+            client=self.client,
+            n_workers=n_workers,
+            spill_dir=self.spill_dir,
+            device_kind=device_kind if self.on_device else None,
+            device_capacity=capacity if self.on_device else None,
+            device_limit=device_limit,
+            host_limit=host_limit,
+        )
+        self._surface: dict | None = None
+        setup = getattr(adapter, "setup_cluster", None)
+        if setup is not None:
+            setup(self.env)
+
+    def _hook(self, name: str, default: Callable) -> Callable:
+        return getattr(self.adapter, name, None) or default
+
+    # ------------------------------------------------------------------ running
+    def load(self, tables: Sequence[Any]) -> Any:
+        """The inputs as the adapter wants them, in place on the workers."""
+        load = getattr(self.adapter, "load_inputs", None)
+        if load is None:
+            return list(tables)
+        inputs = load(list(tables), self.env)
+        import distributed
+
+        futures = distributed.futures_of(inputs) if not isinstance(inputs, list) else [
+            f for f in inputs if isinstance(f, distributed.Future)
+        ]
+        if futures:
+            with self.client.as_current():
+                distributed.wait(futures, timeout=SHUFFLE_TIMEOUT)
+        return inputs
+
+    def shuffle(self, inputs: Any, on: Sequence[str], npartitions: int, *, measure=False):
+        """Run one shuffle with a hang guard; with ``measure``, the per-worker peaks."""
+        sampler = None
+        if measure:
+            if self.on_device:
+                self.client.run(_device_reset)
+            else:
+                sampler = RssSampler(self.worker_pids())
+        start = time.perf_counter()
+        try:
+            outputs = call_with_timeout(
+                lambda: self.adapter.shuffle(inputs, list(on), npartitions, self.env),
+                SHUFFLE_TIMEOUT,
+            )
+        finally:
+            rss = sampler.stop() if sampler is not None else None
+        seconds = time.perf_counter() - start
+        peaks = None
+        if measure:
+            peaks = self.client.run(_device_peak) if self.on_device else rss
+        return ShuffleRun(list(outputs), seconds, peaks)
+
+    def run(self, case: Any, *, measure: bool = False) -> ShuffleRun:
+        return self.shuffle(self.load(case.tables), case.on, case.npartitions, measure=measure)
+
+    # ------------------------------------------------------------------ ground truth
+    def worker_pids(self) -> dict[str, int]:
+        return self.client.run(os.getpid)
+
+    def budget(self) -> int:
+        fn = getattr(self.adapter, "memory_budget", None)
+        if fn is not None:
+            return int(fn(self.env))
+        if self.env.device_limit is None:
+            raise ValueError(f"{self.adapter.name}: no memory_budget and no device limit")
+        return self.env.device_limit
+
+    def files(self) -> dict[str, int]:
+        """Files under spill_dir that are not dask's own lock files."""
+        return {
+            p: n for p, n in files_under(self.spill_dir).items() if not p.endswith(DASK_FILES)
+        }
+
+    def surface(self) -> dict[str, dict[str, list[str]]]:
+        return self.client.run(_worker_surface)
+
+    def leftovers(self) -> list[str]:
+        """What the shuffles run so far left behind: files under spill_dir, and tasks or
+        names on the workers that the cluster's first shuffle did not have."""
+        out = [f"file {os.path.relpath(p, self.spill_dir)} ({n:,} bytes)" for p, n in self.files().items()]
+        for w, surface in self.surface().items():
+            base = self._surface.get(w) if self._surface else None
+            for what, names in surface.items():
+                new = sorted(set(names) - set(base[what] if base else ()))
+                if what == "tasks" and names:
+                    out.append(f"{w}: {len(names)} tasks still held ({', '.join(names[:3])})")
+                elif new and base is not None:
+                    out.append(f"{w}: {what} added: {', '.join(new)}")
+        return out
+
+    def mark_baseline(self) -> None:
+        """Take the workers' surface as it is now as the clean state (after a first shuffle
+        installed what an implementation installs once)."""
+        self._surface = self.surface()
+
+    def settled(self, timeout: float = 10.0) -> list[str] | None:
+        """Wait until nothing is left behind; the leftovers after ``timeout`` (None if clean)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = self.leftovers()
+            if not left:
+                return None
+            if time.monotonic() > deadline:
+                return left
+            time.sleep(0.1)
+
+    def kill_in(self, phase: str) -> PhaseKiller:
+        """Arm a killer for the next shuffle's first task in ``phase``."""
+        phase_of = getattr(self.adapter, "phase_of", None)
+        if phase_of is None:
+            raise NotImplementedError(f"{self.adapter.name} has no phase_of(key)")
+        scheduler = self.cluster.scheduler
+        killer = PhaseKiller(phase, phase_of, self.worker_pids(), scheduler=scheduler)
+        scheduler.add_plugin(killer, name=f"{killer.name}-{phase}")
+        return killer
+
+    def close(self) -> None:
+        try:
+            self.client.close()
+            self.cluster.close()
+        finally:
+            self._config.__exit__(None, None, None)
+
+    def __enter__(self) -> ShuffleCluster:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class ShuffleHang(AssertionError):
+    pass
+
+
+def call_with_timeout(fn: Callable[[], Any], timeout: float) -> Any:
+    """``fn()``, or a ShuffleHang after ``timeout`` seconds (the call is left running; the
+    cluster's close ends it)."""
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="conformance-shuffle")
+    fut = pool.submit(fn)
+    try:
+        return fut.result(timeout=timeout)
+    except concurrent.futures.TimeoutError:
+        raise ShuffleHang(f"the shuffle did not finish within {timeout:.0f} s") from None
+    finally:
+        pool.shutdown(wait=False)
+
+
+def for_each_case(settings: Any, strategy: Any, body: Callable[[Any], None]) -> None:
+    """Run ``body(case)`` for every case hypothesis draws, under the profile's settings."""
+    import warnings
+
+    from hypothesis import given, note
+    from hypothesis.errors import HypothesisDeprecationWarning
+
+    @settings
+    @given(strategy)
+    def run(case: Any) -> None:
+        for c in case if isinstance(case, tuple) else (case,):
+            note(c.describe())
+        body(case)
+
+    with warnings.catch_warnings():
+        # distributed's scheduling uses the random module; that is not the strategy's doing
+        warnings.simplefilter("ignore", HypothesisDeprecationWarning)
+        run()

@@ -1,0 +1,99 @@
+"""Memory, measured by the suite (the devices' ledgers, or sampled RSS), never reported by
+the shuffle: the peak per worker against the budget, with data several times the budget,
+and the spike of building outputs."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from conformance import conformance_id, requires
+from conformance import shuffle_oracle as oracle
+from conformance.tables import ROW_ID, ShuffleCase, uniform_case
+
+FACTOR = 4  # data = FACTOR x the workers' aggregate budget
+
+
+def _warm(cluster) -> None:
+    """A small shuffle first: compiling kernels or importing modules is not the shuffle's
+    memory (it is RSS, for host implementations)."""
+    if not getattr(cluster, "warm", False):
+        cluster.run(uniform_case(2, 100, 2))
+        cluster.warm = True
+
+
+def _nbytes(tables) -> int:
+    return max((t.nbytes for t in tables), default=0)
+
+
+def _big_case(cluster, n_inputs: int, npartitions: int) -> ShuffleCase:
+    total = FACTOR * cluster.budget() * cluster.env.n_workers
+    rows = total // n_inputs // 24  # three 8-byte columns
+    return uniform_case(n_inputs, rows, npartitions, seed=7)
+
+
+def _row_ids_problems(case: ShuffleCase, outputs) -> list[str]:
+    """14.1 for a large case, by row ids and a checksum per column (fast)."""
+    import numpy as np
+
+    problems = oracle.count_problems(outputs, case.npartitions)
+    if problems:
+        return problems
+    got = pa.concat_tables(outputs).combine_chunks()
+    want = pa.concat_tables(case.tables)
+    ids = np.sort(got.column(ROW_ID).to_numpy())
+    if not np.array_equal(ids, np.sort(want.column(ROW_ID).to_numpy())):
+        return [f"row ids differ: {got.num_rows:,} rows out, {want.num_rows:,} in"]
+    order = np.argsort(got.column(ROW_ID).to_numpy())
+    for name in want.column_names:
+        a = want.column(name).to_numpy()
+        b = got.column(name).to_numpy()[order]
+        if not np.array_equal(a.view(np.uint8), np.ascontiguousarray(b).view(np.uint8)):
+            problems.append(f"column {name!r} changed")
+    return problems
+
+
+def _check_peaks(cluster, run, largest: int, factor: float, record_detail) -> None:
+    budget = cluster.budget()
+    worst = max((p - budget) / largest for p in run.peaks.values())
+    what = "device peak" if cluster.on_device else "RSS growth"
+    record_detail(f"{what} budget+{worst:.2f}x partition")
+    over = {
+        w: f"{p:,} bytes = budget {budget:,} + {(p - budget) / largest:.2f} x {largest:,}"
+        for w, p in run.peaks.items()
+        if p > budget + factor * largest
+    }
+    assert not over, (
+        f"{what} above budget + {factor} x the largest partition ({largest:,} bytes): {over}"
+    )
+
+
+@conformance_id("SHUF-BOUND-001", clause="14.2")
+@requires("shuffle", "shuffle.bounded")
+def test_peak_stays_within_budget_plus_two_partitions(tight_cluster, record_detail):
+    _warm(tight_cluster)
+    case = _big_case(tight_cluster, n_inputs=16, npartitions=16)
+    run = tight_cluster.run(case, measure=True)
+    largest = max(_nbytes(case.tables), _nbytes(run.outputs))
+    _check_peaks(tight_cluster, run, largest, 2.0, record_detail)
+
+
+@conformance_id("SHUF-BOUND-002", clause="14.13")
+@requires("shuffle", "shuffle.bounded")
+def test_building_an_output_does_not_spike(tight_cluster, record_detail):
+    """32 small inputs into one output per worker: the unpack phase dominates."""
+    _warm(tight_cluster)
+    case = _big_case(tight_cluster, n_inputs=32, npartitions=tight_cluster.env.n_workers)
+    run = tight_cluster.run(case, measure=True)
+    _check_peaks(tight_cluster, run, _nbytes(run.outputs), 1.5, record_detail)
+
+
+@conformance_id("SHUF-SPILL-001", clause="14.3")
+@requires("shuffle", "shuffle.spill")
+def test_data_four_times_the_budget_arrives_whole(tight_cluster, record_detail):
+    _warm(tight_cluster)
+    case = _big_case(tight_cluster, n_inputs=16, npartitions=8)
+    run = tight_cluster.run(case)
+    total = sum(t.nbytes for t in case.tables)
+    record_detail(f"{total / 2**20:.0f} MiB in {run.seconds:.1f} s")
+    problems = _row_ids_problems(case, run.outputs)
+    assert not problems, "; ".join(problems)
