@@ -82,9 +82,17 @@ class ReferenceAdapter:
         )
 
     def load_inputs(self, tables: Sequence[Any], env: ShuffleEnv) -> list[Any]:
+        """Spread round-robin; not pinned, so that an input lost with its worker can be
+        computed again elsewhere (pinned, it would wait for that worker forever)."""
         workers = sorted(env.client.scheduler_info()["workers"])
         return [
-            env.client.submit(_to_device, t, workers=[workers[i % len(workers)]], pure=False)
+            env.client.submit(
+                _to_device,
+                t,
+                workers=[workers[i % len(workers)]],
+                allow_other_workers=True,
+                pure=False,
+            )
             for i, t in enumerate(tables)
         ]
 
