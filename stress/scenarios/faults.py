@@ -1,0 +1,88 @@
+"""``faults``: the same faults against every implementation, side by side.
+
+Judged implementations (``--impl``) fail the run on a violation; compared ones
+(``--compare``, default every registered name) are reported only. A case an
+implementation does not declare the capability for is ``n/a``, with the reason.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from .. import data, runs
+from ..cluster import open_cluster
+from ..impls import Impl
+from ..progress import Progress
+from ..record import Outcome, RunRecord
+from ..sampler import Sampler, cluster_reader
+from ..settings import Settings
+from . import shuffle_faults, store_faults
+
+SHUFFLE_DEVICE_LIMIT = 512 * 1024
+SHUFFLE_HOST_LIMIT = 256 * 1024
+
+
+def run(settings: Settings, record: RunRecord, progress: Progress, impls: list[Impl], workdir: Path) -> None:
+    total = sum(len(store_faults.CASES) * ("store" in i.caps) + len(shuffle_faults.CASES) * ("shuffle" in i.caps)
+                for i in impls)
+    progress.start("faults", total)
+    for impl in impls:
+        emit = lambda o, impl=impl: _emit(record, progress, o, impl.judged)  # noqa: E731
+        if impl.adapter is None:
+            emit(Outcome(impl.name, "available", "unavailable", impl.unavailable or ""))
+            continue
+        root = workdir / impl.name
+        root.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        if "store" in impl.caps:
+            _stores(impl, settings, root, emit, progress)
+        if "shuffle" in impl.caps:
+            _shuffles(impl, settings, root, emit, progress, record)
+        record.timings[f"{impl.name} faults"] = time.perf_counter() - t0
+
+
+def _emit(record: RunRecord, progress: Progress, o: Outcome, judged: bool) -> None:
+    record.outcome(o, judged)
+    record.mark(f"{o.impl}: {o.case.split(': ', 1)[-1]}")
+    progress.advance(1, status=f"{o.impl}: {o.case} -> {o.status}")
+
+
+def _stores(impl, settings, root, emit, progress) -> None:
+    need = "store.spill.disk"
+    cases = [(store_faults.disk_full, "store.faults.disk"), (store_faults.corrupted_file, None),
+             (store_faults.removed_dir, None)]
+    for (fn, extra), case in zip(cases, store_faults.CASES, strict=True):
+        progress.status(f"{impl.name}: {case}")
+        lacking = [c for c in (need, extra) if c and c not in impl.caps]
+        if lacking:
+            emit(Outcome(impl.name, case, "n/a", f"does not declare {', '.join(lacking)}"))
+            continue
+        t = time.perf_counter()
+        try:
+            o = fn(impl, settings.device, root)
+        except Exception as exc:  # the case itself broke: say so, judged like a violation
+            o = Outcome(impl.name, case, "violation", f"the case raised {type(exc).__name__}: {exc}")
+        o.seconds = time.perf_counter() - t
+        emit(o)
+
+
+def _shuffles(impl, settings, root, emit, progress, record) -> None:
+    from . import shuffle as shuffle_scenario  # noqa: F401  (same package; keeps imports light)
+
+    spill = root / "shuffle"
+    spill.mkdir(exist_ok=True)
+    record.limits.update({"device limit": SHUFFLE_DEVICE_LIMIT, "host limit": SHUFFLE_HOST_LIMIT})
+    t = time.perf_counter()
+    with open_cluster(impl.adapter, settings, str(spill), device_limit=SHUFFLE_DEVICE_LIMIT,
+                      host_limit=SHUFFLE_HOST_LIMIT) as cluster:
+        record.timings[f"{impl.name} cluster start"] = time.perf_counter() - t
+        warm = [data.make_table(settings.seed + 10**6, i, 500) for i in range(2)]
+        res = runs.shuffle(cluster, runs.load(cluster, warm, 120), 2, 120, measure=False)
+        if res.error is not None:
+            emit(Outcome(impl.name, "warm-up", "violation", f"a fault-free shuffle failed: {res.error!r}"))
+            return
+        cluster.mark_baseline()
+        with Sampler(record, cluster_reader(cluster.client, cluster.on_device, f"{impl.name} "), settings.interval):
+            shuffle_faults.run_cases(impl, cluster, settings.seed, emit,
+                                     lambda case: progress.status(f"{impl.name}: {case}"))
