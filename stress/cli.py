@@ -24,7 +24,7 @@ from .settings import Settings, UsageError, check, size
 DEFAULTS = {  # per scenario: sizes that make a meaningful run of a minute or so
     "shuffle": {"device_memory": "256MiB", "duration": None},
     "store-churn": {"device_memory": "64MiB", "duration": 20.0},
-    "faults": {"device_memory": "512KiB", "duration": None},
+    "faults": {"device_memory": "512KiB", "duration": None},  # shuffles of 4 MiB, host 256 KiB
 }
 
 
@@ -70,7 +70,8 @@ def configure(argv: list[str] | None) -> Settings:
         device = "cuda" if cuda_available() else "sim"
     d = DEFAULTS[a.scenario]
     dev_mem = size(a.device_memory or d["device_memory"], "--device-memory")
-    host = size(a.host_memory, "--host-memory") if a.host_memory else dev_mem
+    host = size(a.host_memory, "--host-memory") if a.host_memory else (
+        dev_mem // 2 if a.scenario == "faults" else dev_mem)
     data = size(a.data, "--data") if a.data else 4 * a.workers * dev_mem
     compare = a.compare if a.compare is not None else (registered() if a.scenario == "faults" else [])
     compare = [] if compare == ["none"] else compare

@@ -16,11 +16,8 @@ from ..impls import Impl
 from ..progress import Progress
 from ..record import Outcome, RunRecord
 from ..sampler import Sampler, cluster_reader
-from ..settings import Settings
+from ..settings import ROW_BYTES, Settings
 from . import shuffle_faults, store_faults
-
-SHUFFLE_DEVICE_LIMIT = 512 * 1024
-SHUFFLE_HOST_LIMIT = 256 * 1024
 
 
 def run(settings: Settings, record: RunRecord, progress: Progress, impls: list[Impl], workdir: Path) -> None:
@@ -72,10 +69,11 @@ def _shuffles(impl, settings, root, emit, progress, record) -> None:
 
     spill = root / "shuffle"
     spill.mkdir(exist_ok=True)
-    record.limits.update({"device limit": SHUFFLE_DEVICE_LIMIT, "host limit": SHUFFLE_HOST_LIMIT})
+    dev, host = settings.device_memory, settings.host_memory
+    rows = max(100, settings.data // shuffle_faults.N_INPUTS // ROW_BYTES)
+    record.limits.update({"device limit": dev, "host limit": host})
     t = time.perf_counter()
-    with open_cluster(impl.adapter, settings, str(spill), device_limit=SHUFFLE_DEVICE_LIMIT,
-                      host_limit=SHUFFLE_HOST_LIMIT) as cluster:
+    with open_cluster(impl.adapter, settings, str(spill), device_limit=dev, host_limit=host) as cluster:
         record.timings[f"{impl.name} cluster start"] = time.perf_counter() - t
         warm = [data.make_table(settings.seed + 10**6, i, 500) for i in range(2)]
         res = runs.shuffle(cluster, runs.load(cluster, warm, 120), 2, 120, measure=False)
@@ -84,5 +82,5 @@ def _shuffles(impl, settings, root, emit, progress, record) -> None:
             return
         cluster.mark_baseline()
         with Sampler(record, cluster_reader(cluster.client, cluster.on_device, f"{impl.name} "), settings.interval):
-            shuffle_faults.run_cases(impl, cluster, settings.seed, emit,
+            shuffle_faults.run_cases(impl, cluster, settings.seed, rows, emit,
                                      lambda case: progress.status(f"{impl.name}: {case}"))

@@ -20,7 +20,7 @@ from ..sampler import DASK_FILES
 
 PHASES = ("transfer", "barrier", "unpack")
 FSIZE = 4096
-ROWS, N_INPUTS = 20_000, 8
+N_INPUTS = 8
 TIMEOUT = 120.0
 RESTART_TIMEOUT = 180.0  # conformance clause 14.5: an answer within 120 s
 KILL = "shuffle: worker killed in {}"
@@ -101,8 +101,8 @@ def remove_dirs(root: str) -> int:
 
 
 # ----------------------------------------------------------------------------- cases
-def _tables(seed: int) -> list:
-    return [data.make_table(seed, i, ROWS, keys=5_000) for i in range(N_INPUTS)]
+def _tables(seed: int, rows: int) -> list:
+    return [data.make_table(seed, i, rows, keys=5_000) for i in range(N_INPUTS)]
 
 
 def _judge(impl, case: str, tables, res: runs.Result, fired: bool, proof: str) -> Outcome:
@@ -122,7 +122,7 @@ def _judge(impl, case: str, tables, res: runs.Result, fired: bool, proof: str) -
     return Outcome(impl.name, case, "correct", f"{proof}; every row intact", res.seconds)
 
 
-def run_cases(impl, cluster, seed: int, emit: Callable[[Outcome], None], on_case: Callable[[str], None]) -> None:
+def run_cases(impl, cluster, seed: int, rows: int, emit: Callable[[Outcome], None], on_case: Callable[[str], None]) -> None:
     """Every case on one cluster, the kills last (they restart workers)."""
     caps = impl.caps
     phase_of = getattr(impl.adapter, "phase_of", None)
@@ -136,7 +136,7 @@ def run_cases(impl, cluster, seed: int, emit: Callable[[Outcome], None], on_case
         if case != DISK and (phase_of is None or cluster.scheduler is None):
             emit(Outcome(impl.name, case, "n/a", "no phase_of(key) to time the fault by"))
             continue
-        tables = _tables(seed + i)
+        tables = _tables(seed + i, rows)
         inputs = runs.load(cluster, tables, TIMEOUT)
         outcome = _one(impl, cluster, case, tables, inputs, phase_of)
         del inputs

@@ -1,0 +1,28 @@
+"""Small runs of every scenario; each test is a real ``python -m stress`` process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def stress(*args: str, timeout: float = 170) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.run([sys.executable, "-m", "stress", *args, "--no-progress"], cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def summary(out: Path) -> dict:
+    return json.loads((out / "summary.json").read_text())
+
+
+@pytest.fixture
+def run_stress():
+    return stress

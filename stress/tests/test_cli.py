@@ -1,0 +1,29 @@
+"""Bad input fails fast with one clear line (exit 2, nothing started)."""
+
+from __future__ import annotations
+
+import pytest
+
+from stress.cli import main
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["nope"], "unknown scenario 'nope'"),
+        (["shuffle", "--impl", "no-such-impl"], "no-such-impl"),
+        (["shuffle", "--data", "1KiB"], "smaller than one partition"),
+        (["shuffle", "--device-memory", "lots"], "--device-memory 'lots': not a size"),
+        (["shuffle", "--workers", "0"], "at least one worker"),
+        (["shuffle", "--device", "cuda", "--workers", "64"], "cuda"),
+        (["shuffle", "--device", "tpu"], "--device 'tpu'"),
+        (["shuffle", "--workers", "4", "--device-memory", "64TiB"], "exceeds this machine"),
+        (["shuffle", "--bogus"], "unrecognized arguments: --bogus"),
+    ],
+)
+def test_bad_input_is_one_line(argv, needle, capsys, tmp_path):
+    assert main([*argv, "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("stress: error: "), err
+    assert needle in err, err
+    assert not (tmp_path / "r").exists()  # nothing started

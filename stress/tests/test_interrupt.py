@@ -1,0 +1,49 @@
+"""SIGINT stops a run cleanly: no worker processes, no spill files, a partial report."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+
+from .conftest import REPO
+
+
+def test_sigint_leaves_nothing(tmp_path):
+    out = tmp_path / "r"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stress", "shuffle", "--device-memory", "1MiB", "--data", "64MiB",
+         "--out", str(out), "--no-progress"],
+        cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    me = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 120
+    kids: list[psutil.Process] = []
+    while time.monotonic() < deadline:  # wait for the workers, then for data on disk
+        kids = me.children(recursive=True)
+        spill = list(out.glob("spill-*"))
+        if len(kids) >= 3 and spill and any(f.is_file() for f in spill[0].rglob("*.spill")):
+            break
+        time.sleep(0.3)
+    else:
+        proc.kill()
+        raise AssertionError(f"the run never spilled: {proc.communicate()[0][-2000:]}")
+    spill_dir = spill[0]
+    proc.send_signal(signal.SIGINT)
+    text, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, text[-3000:]
+    s = json.loads((out / "summary.json").read_text())
+    assert s["interrupted"] and not s["ok"]
+    assert "INTERRUPTED" in (out / "report.md").read_text()
+    assert not spill_dir.exists(), list(spill_dir.rglob("*"))
+    time.sleep(1)
+    alive = [p.pid for p in kids if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not alive, f"processes left: {alive}"
+    assert set(s["worker_pids"]) and not any(psutil.pid_exists(p) for p in s["worker_pids"]
+                                             if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE)
