@@ -19,6 +19,8 @@ from conformance.shuffle_harness import CAPACITY_FACTOR, PhaseKiller, ShuffleClu
 from .sampler import files_bytes
 from .settings import Settings
 
+WORKERS_TIMEOUT = 300.0
+
 
 def open_cluster(
     adapter: Any,
@@ -41,6 +43,11 @@ def open_cluster(
         host_limit=host_limit,
     )
     cluster.scheduler = cluster.cluster.scheduler
+    try:  # on a loaded machine the worker processes register after LocalCluster returns
+        cluster.client.wait_for_workers(settings.workers, timeout=WORKERS_TIMEOUT)
+    except BaseException:
+        cluster.close()
+        raise
     return cluster
 
 
@@ -114,6 +121,7 @@ class _Gpus(_Own):
             local_directory=spill_dir,
         )
         self.client = distributed.Client(self.cluster, set_as_default=False)
+        self.client.wait_for_workers(settings.workers, timeout=WORKERS_TIMEOUT)
         self.scheduler = self.cluster.scheduler
         self._finish(device_limit, host_limit, None)
 

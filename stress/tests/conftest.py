@@ -13,7 +13,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-def stress(*args: str, timeout: float = 170) -> subprocess.CompletedProcess:
+def stress(*args: str, timeout: float = 400) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     return subprocess.run([sys.executable, "-m", "stress", *args, "--no-progress"], cwd=REPO,
                           capture_output=True, text=True, timeout=timeout, env=env)
