@@ -9,16 +9,16 @@ from typing import Any
 from .api import REQUIRED_METHODS, Unavailable
 from .capabilities import unknown_capabilities
 
-# Short names for the built-in adapters. The reserved ones are registered names
-# whose factories raise a clear "not available yet" / "not installed".
+# Short names for the built-in adapters. A factory that cannot run here raises
+# conformance.api.Unavailable, which becomes one clear usage error.
 BUILTIN_IMPLS: dict[str, str] = {
     "reference": "conformance.adapters.reference:adapter",
     "zict": "conformance.adapters.zict_adapter:adapter",
     "distributed-spill": "conformance.adapters.distributed_spill:adapter",
     "dask-cuda": "conformance.adapters.dask_cuda:adapter",
     "dask-cuda-explicit-comms": "conformance.adapters.dask_cuda_explicit_comms:adapter",
-    "distributed-p2p": "conformance.adapters.reserved:distributed_p2p",
-    "dask-tasks": "conformance.adapters.reserved:dask_tasks",
+    "distributed-p2p": "conformance.adapters.distributed_p2p:adapter",
+    "dask-tasks": "conformance.adapters.dask_tasks:adapter",
 }
 
 

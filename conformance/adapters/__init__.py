@@ -1,1 +1,1 @@
-"""Built-in adapters: ``reference``, ``zict``, ``distributed-spill`` (+ reserved names)."""
+"""Built-in adapters: ``reference``, ``zict``, ``distributed-spill``, ``dask-cuda``, ``distributed-p2p``, ``dask-tasks``."""

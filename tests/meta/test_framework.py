@@ -22,7 +22,6 @@ FAST = "--conformance-ids=STORE-MAP-00[12],STORE-EVICT-002"
         ("fake_adapters:lacks_methods", "lacks required method(s) inspect, close_store"),
         ("fake_adapters:not_available", "not available: the fake thing is not installed"),
         ("dask-cuda", "not available"),
-        ("distributed-p2p", "not available yet"),
         ("nonsense", "expected 'module:attr'"),
     ],
 )
