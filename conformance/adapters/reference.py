@@ -99,10 +99,23 @@ class ReferenceAdapter:
     def shuffle(self, inputs: Any, on: Sequence[str], npartitions: int, env: ShuffleEnv) -> list:
         from reference_impl.shuffle import shuffle
 
-        outputs = shuffle(env.client, inputs, list(on), npartitions)
-        arrow = env.client.map(_to_arrow, outputs, pure=False)
+        import distributed
+
+        client = env.client
+        outputs = shuffle(client, inputs, list(on), npartitions)
+        # Each output is read on the worker that holds it: a conversion that dask placed
+        # elsewhere (work stealing) would move the table, and the suite measures the
+        # shuffle, not dask's transfers (docs/findings/reference.md#shuf-transfers).
+        with client.as_current():
+            distributed.wait(outputs)
+        holders = client.who_has(outputs)
+        arrow = [
+            client.submit(_to_arrow, out, workers=sorted(holders.get(out.key, ())) or None,
+                          allow_other_workers=False, pure=False)
+            for out in outputs
+        ]
         del outputs
-        return env.client.gather(arrow)
+        return client.gather(arrow)
 
     def phase_of(self, key: str) -> str | None:
         for phase in ("transfer", "barrier", "unpack"):
