@@ -5,6 +5,7 @@ and the spike of building outputs."""
 from __future__ import annotations
 
 import pyarrow as pa
+import pytest
 
 from conformance import conformance_id, requires
 from conformance import shuffle_oracle as oracle
@@ -69,9 +70,14 @@ def _check_peaks(cluster, run, largest: int, factor: float, record_detail) -> No
 
 @conformance_id("SHUF-BOUND-001", clause="14.2")
 @requires("shuffle", "shuffle.bounded")
-def test_peak_stays_within_budget_plus_two_partitions(tight_cluster, record_detail):
+@pytest.mark.parametrize("n_inputs, npartitions", [(16, 16), (48, 48)])
+def test_peak_stays_within_budget_plus_two_partitions(
+    tight_cluster, record_detail, n_inputs, npartitions
+):
+    """Partitions of 1/8 and 1/24 of the budget: many small pieces in flight at once must not
+    add up above the bound."""
     _warm(tight_cluster)
-    case = _big_case(tight_cluster, n_inputs=16, npartitions=16)
+    case = _big_case(tight_cluster, n_inputs=n_inputs, npartitions=npartitions)
     run = tight_cluster.run(case, measure=True)
     largest = max(_nbytes(case.tables), _nbytes(run.outputs))
     _check_peaks(tight_cluster, run, largest, 2.0, record_detail)

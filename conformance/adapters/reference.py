@@ -97,9 +97,9 @@ class ReferenceAdapter:
         ]
 
     def shuffle(self, inputs: Any, on: Sequence[str], npartitions: int, env: ShuffleEnv) -> list:
-        from reference_impl.shuffle import shuffle
-
         import distributed
+
+        from reference_impl.shuffle import shuffle
 
         client = env.client
         outputs = shuffle(client, inputs, list(on), npartitions)
