@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import struct
+from collections import Counter
 from collections.abc import Sequence
 
 import pyarrow as pa
@@ -96,7 +97,13 @@ def row_problems(inputs: Sequence[pa.Table], outputs: Sequence[pa.Table]) -> lis
             return [f"output {i} has no {ROW_ID!r} column"]
         if t.num_rows and t.column_names != names:
             t = t.select([n for n in names if n in t.column_names])
-        for rid, row in _rows(t).items() if t.num_rows else ():
+        if not t.num_rows:
+            continue
+        rows = _rows(t)
+        if len(rows) < t.num_rows:  # a row twice in this one output (equal keys land together)
+            ids = t.column(ROW_ID).to_pylist()
+            seen_twice.update(rid for rid, n in Counter(ids).items() if n > 1)
+        for rid, row in rows.items():
             if rid in got:
                 seen_twice.add(rid)
             got[rid] = row
