@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 PROFILES = ("ci", "nightly", "stress")
@@ -21,6 +21,11 @@ DEFAULT_PROFILE = "ci"
 ENV_VAR = "CONFORMANCE_PROFILE"
 HEAVY_DIVISOR = 2
 SHUFFLE_DIVISOR = 5  # each shuffle example runs a whole distributed shuffle
+# Profiles whose shuffle tests report the first failing example unshrunk: shrinking runs a
+# whole shuffle per attempt, hundreds of them (a failing SHUF-NULL-001 ran 70+ shrink
+# shuffles in its first two minutes), so one failing implementation took minutes a test
+# (explaining the failure re-runs it again and again too).
+NO_SHUFFLE_SHRINK = ("ci",)
 
 _BASE = {
     "ci": dict(derandomize=True, max_examples=50, stateful_step_count=25),
@@ -60,4 +65,6 @@ def settings_for(
         kw["max_examples"] = max(5, parent.max_examples // HEAVY_DIVISOR)
     if shuffle:
         kw["max_examples"] = max(5, parent.max_examples // SHUFFLE_DIVISOR)
+        if profile in NO_SHUFFLE_SHRINK:
+            kw["phases"] = tuple(p for p in parent.phases if p not in (Phase.shrink, Phase.explain))
     return settings(parent, **kw)
