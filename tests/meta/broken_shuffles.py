@@ -1,0 +1,504 @@
+"""Deliberately broken shuffles: each wraps the reference shuffle adapter with ONE bug.
+
+Every adapter here is the reference's shuffle (``conformance/adapters/reference.py``) with
+one mistake a real implementation makes: a step before the shuffle (on the client or in a
+task on the workers), a different way to build or collect the outputs, or a lenient
+argument check. ``EXPECTED`` maps each to the conformance ID that must catch it in the
+``ci`` profile, and ``--impl=broken_shuffles:<name>`` loads any of them; ``control`` is the
+same wrapper without a bug. Each class names the SPEC.md clauses its bug breaks
+(``violates``).
+
+The workers unpickle the task functions of this module by name: the suite's subprocess
+gets ``tests/meta`` on ``PYTHONPATH`` (``conftest.run_suite``), which the nannies' spawned
+worker processes inherit.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from conformance.adapters.reference import ReferenceAdapter
+
+
+# --------------------------------------------------------------------------- tasks
+# Module-level functions: they run on the workers (pickled by reference).
+def _table(value: Any) -> Any:
+    """The Table itself (a worker's store hands tasks proxies of its values)."""
+    from reference_impl.store.proxy import unwrap
+
+    return unwrap(value)
+
+
+def _to_arrow(table: Any) -> Any:
+    return _table(table).to_arrow()
+
+
+def _arrow_schema(table: Any) -> Any:
+    return _table(table).to_arrow().schema
+
+
+def _num_rows(table: Any) -> int:
+    return _table(table).num_rows
+
+
+def _on_device(arrow: Any) -> Any:
+    from reference_impl import Table, get_device
+
+    return Table.from_arrow(arrow, get_device("auto"))
+
+
+def _key_values(column: Any) -> list:
+    """A key column as Python values that compare as keys do (NaN = NaN, -0.0 = 0.0)."""
+    import pyarrow as pa
+
+    if pa.types.is_temporal(column.type):
+        column = column.cast(pa.int64())
+    out = []
+    for v in column.to_pylist():
+        if isinstance(v, float):
+            v = ("nan",) if math.isnan(v) else v + 0.0
+        out.append(v)
+    return out
+
+
+# --------------------------------------------------------------------------- the wrapper
+class _BrokenShuffle(ReferenceAdapter):
+    """The reference's shuffle adapter in four overridable steps: ``prepare`` (the inputs,
+    keys and count the reference shuffle gets), the reference shuffle, ``finish`` (the task
+    that turns an output Table into Arrow) and ``collect`` (the Arrow tables, in order)."""
+
+    capabilities = frozenset(c for c in ReferenceAdapter.capabilities if c.startswith("shuffle"))
+    violates: tuple[str, ...] = ()
+
+    @staticmethod
+    def finish(table: Any, on: Sequence[str] = ()) -> Any:
+        return _to_arrow(table)
+
+    def shuffle(self, inputs: Any, on: Sequence[str], npartitions: int, env: Any) -> list:
+        from reference_impl.shuffle import shuffle
+
+        inputs, on, npartitions = self.prepare(list(inputs), list(on), npartitions, env)
+        outputs = shuffle(env.client, inputs, on, npartitions)
+        arrow = env.client.map(self.finish, outputs, on=on, pure=False)
+        del outputs
+        return self.collect(arrow, env)
+
+    def prepare(self, inputs: list, on: list[str], npartitions: int, env: Any):
+        return inputs, on, npartitions
+
+    def collect(self, arrow: list, env: Any) -> list:
+        return env.client.gather(arrow)
+
+    def _per_input(self, fn, inputs: list, env: Any, *args: Any) -> list:
+        """``fn(input, *args)`` as a task on the worker that holds each input."""
+        holders = env.client.who_has(inputs)
+        return [
+            env.client.submit(
+                fn, f, *args, workers=sorted(holders.get(f.key, ())) or None, pure=False
+            )
+            for f in inputs
+        ]
+
+
+class control(_BrokenShuffle):  # noqa: N801 - a factory name: --impl=broken_shuffles:control
+    """The wrapper without a bug: the zoo's control."""
+
+    name = "wrapped-reference-shuffle"
+
+
+# 1 ------------------------------------------------------------------------------ 14.7
+class DropsEmptyOutputs(_BrokenShuffle):
+    """Returns only the outputs that received rows (an output without shards is 'nothing')."""
+
+    name = "broken-shuffle-drops-empty"
+    violates = ("14.7",)
+
+    def collect(self, arrow, env):
+        return [t for t in env.client.gather(arrow) if t.num_rows]
+
+
+# 2 ------------------------------------------------------------------------------ 14.9
+class WorkerOrder(_BrokenShuffle):
+    """Collects the outputs worker by worker, assuming round-robin placement (output i on
+    worker i % n), and returns them in that order: a row's index depends on the workers."""
+
+    name = "broken-shuffle-worker-order"
+    violates = ("14.9",)
+
+    def collect(self, arrow, env):
+        n = len(env.client.scheduler_info()["workers"])
+        out = []
+        for w in range(n):  # one gather per worker: the client holds one worker's outputs
+            out.extend(env.client.gather(arrow[w::n]))
+        return out
+
+
+# 3 ------------------------------------------------------------------------------ 14.6
+def _with_bit_keys(table: Any, on: Sequence[str]) -> Any:
+    """Float keys also as their bit patterns (integer hashing is the fast path)."""
+    import numpy as np
+    import pyarrow as pa
+
+    t = _to_arrow(table)
+    for k in on:
+        col = t.column(k).combine_chunks()
+        if pa.types.is_floating(col.type):
+            ints = np.int32 if col.type == pa.float32() else np.int64
+            bits = col.to_numpy(zero_copy_only=False).view(ints)
+            mask = col.is_null().to_numpy(zero_copy_only=False)
+            t = t.append_column(f"__bits_{k}", pa.array(bits, mask=mask))
+    return _on_device(t)
+
+
+def _drop_bit_keys(table: Any, on: Sequence[str] = ()) -> Any:
+    t = _to_arrow(table)
+    return t.select([n for n in t.column_names if not n.startswith("__bits_")])
+
+
+class HashesFloatBits(_BrokenShuffle):
+    """Hashes float keys by their bits: -0.0 and 0.0 (and NaNs with different payloads)
+    are equal keys with different bits, so they land in different outputs."""
+
+    name = "broken-shuffle-float-bits"
+    violates = ("14.6",)
+    finish = staticmethod(_drop_bit_keys)
+
+    def prepare(self, inputs, on, npartitions, env):
+        import pyarrow as pa
+
+        schema = env.client.submit(_arrow_schema, inputs[0], pure=False).result()
+        floats = {k for k in on if pa.types.is_floating(schema.field(k).type)}
+        if not floats:
+            return inputs, on, npartitions
+        prepared = self._per_input(_with_bit_keys, inputs, env, on)
+        return prepared, [f"__bits_{k}" if k in floats else k for k in on], npartitions
+
+
+# 4 ------------------------------------------------------------------------------ 14.8
+def _numpy_columns(table: Any, on: Sequence[str] = ()) -> Any:
+    """The output rebuilt column by column through NumPy (zero-copy where it can be)."""
+    import pyarrow as pa
+
+    t = _to_arrow(table)
+    cols = []
+    for col in t.columns:
+        if pa.types.is_integer(col.type) and col.null_count:
+            # to_numpy gives float64 with NaN for null; from_pandas turns NaN back into null
+            col = pa.array(col.to_numpy(), from_pandas=True)
+        cols.append(col)
+    return pa.table(cols, names=t.column_names)
+
+
+class IntsWithNullsToFloat(_BrokenShuffle):
+    """Integer columns with nulls come out as float64 (a NumPy round trip)."""
+
+    name = "broken-shuffle-int-nulls-float"
+    violates = ("14.8",)
+    finish = staticmethod(_numpy_columns)
+
+
+# 5 ------------------------------------------------------------------------------ 14.2
+def _coalesce(*tables: Any) -> Any:
+    from reference_impl import Table
+
+    return Table.concat([_table(t) for t in tables])
+
+
+class CoalescesOnOneWorker(_BrokenShuffle):
+    """Concatenates all inputs into one table on the first worker before shuffling (one
+    transfer task, one kernel launch): that worker's device holds the whole data at once."""
+
+    name = "broken-shuffle-one-worker"
+    violates = ("14.2",)
+
+    def prepare(self, inputs, on, npartitions, env):
+        first = sorted(env.client.scheduler_info()["workers"])[0]
+        whole = env.client.submit(_coalesce, *inputs, workers=[first], pure=False)
+        return [whole], on, npartitions
+
+
+# 6 ------------------------------------------------------------------------------ 14.5
+class PartialAfterWorkerLoss(_BrokenShuffle):
+    """Returns what it could get when a worker dies: an output whose task raised becomes an
+    empty table of the inputs' schema, so the rows on the lost worker silently vanish."""
+
+    name = "broken-shuffle-partial-after-loss"
+    violates = ("14.5", "14.1")
+
+    def prepare(self, inputs, on, npartitions, env):
+        self._schema = env.client.submit(_arrow_schema, inputs[0], pure=False).result()
+        return inputs, on, npartitions
+
+    def collect(self, arrow, env):
+        from reference_impl.shuffle import ShuffleError
+
+        out = []
+        for f in arrow:
+            try:
+                out.append(f.result())
+            except ShuffleError:
+                out.append(self._schema.empty_table())
+        return out
+
+
+# 7 ------------------------------------------------------------------------------ 14.11
+def _keep_copy(table: Any, on: Sequence[str] = ()) -> Any:
+    """The output as Arrow, also written to the worker's directory (to serve a retry)."""
+    import distributed
+    import pyarrow as pa
+
+    t = _to_arrow(table)
+    worker = distributed.get_worker()
+    folder = os.path.join(worker.local_directory, "shuffle-outputs")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"{worker.get_current_task()}.arrow")
+    with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, t.schema) as writer:
+        writer.write_table(t)
+    return t
+
+
+class LeavesOutputFiles(_BrokenShuffle):
+    """Writes every output to a file under the worker's local directory and never removes
+    it."""
+
+    name = "broken-shuffle-leaves-files"
+    violates = ("14.11",)
+    finish = staticmethod(_keep_copy)
+
+
+# 8 ------------------------------------------------------------------------------ 14.9
+def _distinct_keys(table: Any, on: Sequence[str]) -> list:
+    """The input's keys in order of first appearance."""
+    t = _to_arrow(table)
+    seen: dict = {}
+    for row in zip(*(_key_values(t.column(k)) for k in on), strict=True):
+        seen.setdefault(row, None)
+    return list(seen)
+
+
+def _with_codes(table: Any, on: Sequence[str], codes: dict) -> Any:
+    import pyarrow as pa
+
+    t = _to_arrow(table)
+    rows = zip(*(_key_values(t.column(k)) for k in on), strict=True) if on else ()
+    ids = [codes[row] for row in rows] if t.num_rows else []
+    return _on_device(t.append_column("__code", pa.array(ids, pa.int64())))
+
+
+def _drop_code(table: Any, on: Sequence[str] = ()) -> Any:
+    t = _to_arrow(table)
+    return t.drop_columns(["__code"])
+
+
+class DictionaryCodes(_BrokenShuffle):
+    """Dictionary-encodes the keys (one int64 code per distinct key, so multi-column and
+    string keys hash as one integer) and shuffles on the code. The codes are numbered in
+    order of first appearance, so where a row lands depends on the order of the inputs."""
+
+    name = "broken-shuffle-input-order"
+    violates = ("14.9",)
+    finish = staticmethod(_drop_code)
+
+    def prepare(self, inputs, on, npartitions, env):
+        distinct = env.client.gather(self._per_input(_distinct_keys, inputs, env, on))
+        codes: dict = {}
+        for keys in distinct:
+            for key in keys:
+                codes.setdefault(key, len(codes))
+        return self._per_input(_with_codes, inputs, env, on, codes), ["__code"], npartitions
+
+
+# 9 ------------------------------------------------------------------------------ 14.4
+def _drop_null_keys(table: Any, on: Sequence[str]) -> Any:
+    import pyarrow.compute as pc
+
+    t = _to_arrow(table)
+    valid = None
+    for k in on:
+        v = pc.is_valid(t.column(k))
+        valid = v if valid is None else pc.and_(valid, v)
+    return _on_device(t.filter(valid))
+
+
+class DropsNullKeys(_BrokenShuffle):
+    """Drops rows with a null key before hashing (pandas groupby's ``dropna=True``)."""
+
+    name = "broken-shuffle-drops-null-keys"
+    violates = ("14.4", "14.1")
+
+    def prepare(self, inputs, on, npartitions, env):
+        return self._per_input(_drop_null_keys, inputs, env, on), on, npartitions
+
+
+# 10 ----------------------------------------------------------------------------- 14.1
+PIECE_ROWS = 32
+
+
+def _piece(table: Any, start: int, stop: int) -> Any:
+    return _table(table).slice(start, stop)
+
+
+class OverlappingPieces(_BrokenShuffle):
+    """Cuts inputs into pieces of at most PIECE_ROWS rows, taking each piece's last row as
+    inclusive (``slice(start, stop + 1)``): the first row of every next piece goes twice."""
+
+    name = "broken-shuffle-overlapping-pieces"
+    violates = ("14.1",)
+
+    def prepare(self, inputs, on, npartitions, env):
+        rows = env.client.gather(self._per_input(_num_rows, inputs, env))
+        holders = env.client.who_has(inputs)
+        pieces = []
+        for f, n in zip(inputs, rows, strict=True):
+            bounds = [*range(0, n, PIECE_ROWS), n] if n else [0, 0]
+            for a, b in zip(bounds, bounds[1:], strict=False):
+                pieces.append(
+                    env.client.submit(
+                        _piece, f, a, min(b + 1, n),
+                        workers=sorted(holders.get(f.key, ())) or None, pure=False,
+                    )
+                )
+        return pieces, on, npartitions
+
+
+# 11 ----------------------------------------------------------------------------- 14.13
+def _with_schema(table: Any, on: Sequence[str] = ()) -> Any:
+    """The output made contiguous and typed like an empty table of its schema (a concat
+    on the device, while the output itself is still held)."""
+    from reference_impl import Table
+
+    t = _table(table)
+    return Table.concat([t.slice(0, 0), t]).to_arrow()
+
+
+class ConcatCopyOnUnpack(_BrokenShuffle):
+    """Builds each output a second time on the device (a concat that copies) while the
+    first is still there: two outputs' worth at the end of the unpack."""
+
+    name = "broken-shuffle-unpack-copy"
+    violates = ("14.13",)
+    finish = staticmethod(_with_schema)
+
+
+# 12 ----------------------------------------------------------------------------- 14.3
+def _device_bytes(table: Any) -> int:
+    return _table(table).nbytes
+
+
+class FitsInDeviceMemory(_BrokenShuffle):
+    """An in-memory shuffle that claims ``shuffle.spill``: refuses data larger than the
+    workers' device memory instead of spilling."""
+
+    name = "broken-shuffle-no-spill"
+    violates = ("14.3",)
+
+    def prepare(self, inputs, on, npartitions, env):
+        total = sum(env.client.gather(self._per_input(_device_bytes, inputs, env)))
+        room = env.device_limit * env.n_workers
+        if total > room:
+            raise MemoryError(
+                f"the inputs ({total:,} bytes) do not fit the workers' device memory ({room:,})"
+            )
+        return inputs, on, npartitions
+
+
+# 13 ----------------------------------------------------------------------------- 14.10
+class SchemaOnTheAdapter(_BrokenShuffle):
+    """Keeps the running shuffle's schema on the adapter (``self``) to cast the outputs to:
+    a second shuffle at once overwrites it, and the first one's outputs are cast to the
+    second one's schema."""
+
+    name = "broken-shuffle-shared-schema"
+    violates = ("14.10",)
+
+    def prepare(self, inputs, on, npartitions, env):
+        self._schema = env.client.submit(_arrow_schema, inputs[0], pure=False).result()
+        return inputs, on, npartitions
+
+    def collect(self, arrow, env):
+        return [t.cast(self._schema) for t in env.client.gather(arrow)]
+
+
+# 14 ----------------------------------------------------------------------------- 14.12
+class CancelsInputsOnError(_BrokenShuffle):
+    """When the shuffle raises, cancels every future it was handed (to free the workers'
+    memory): the caller's inputs are gone."""
+
+    name = "broken-shuffle-cancels-inputs"
+    violates = ("14.12",)
+
+    def shuffle(self, inputs, on, npartitions, env):
+        try:
+            return super().shuffle(inputs, on, npartitions, env)
+        except Exception:
+            env.client.cancel(list(inputs))
+            raise
+
+
+# 15 ----------------------------------------------------------------------------- 14.12
+class LenientNpartitions(_BrokenShuffle):
+    """Coerces ``npartitions`` instead of checking it: ``max(1, int(npartitions))``."""
+
+    name = "broken-shuffle-lenient-npartitions"
+    violates = ("14.12",)
+
+    def prepare(self, inputs, on, npartitions, env):
+        return inputs, on, max(1, int(npartitions))
+
+
+# 16 ----------------------------------------------------------------------------- 14.12
+class EmptyOnMeansAllColumns(_BrokenShuffle):
+    """An empty ``on`` means the whole row (as ``drop_duplicates(subset=None)`` does)."""
+
+    name = "broken-shuffle-empty-on-all-columns"
+    violates = ("14.12",)
+
+    def prepare(self, inputs, on, npartitions, env):
+        if not on:
+            on = env.client.submit(_arrow_schema, inputs[0], pure=False).result().names
+        return inputs, on, npartitions
+
+
+# 17 ----------------------------------------------------------------------------- 14.12
+def _cast(table: Any, schema: Any) -> Any:
+    return _on_device(_to_arrow(table).cast(schema))
+
+
+class CastsToFirstSchema(_BrokenShuffle):
+    """Casts every input to the first input's schema (as a concat would promote) instead of
+    rejecting inputs whose schemas differ."""
+
+    name = "broken-shuffle-casts-schemas"
+    violates = ("14.12",)
+
+    def prepare(self, inputs, on, npartitions, env):
+        schema = env.client.submit(_arrow_schema, inputs[0], pure=False).result()
+        return self._per_input(_cast, inputs, env, schema), on, npartitions
+
+
+# which conformance ID must catch which bug
+EXPECTED: dict[str, tuple[type, str]] = {
+    "drops_empty": (DropsEmptyOutputs, "SHUF-COUNT-001"),
+    "worker_order": (WorkerOrder, "SHUF-DET-002"),
+    "float_bits": (HashesFloatBits, "SHUF-KEYS-001"),
+    "int_nulls_float": (IntsWithNullsToFloat, "SHUF-SCHEMA-001"),
+    "one_worker": (CoalescesOnOneWorker, "SHUF-BOUND-001"),
+    "partial_after_loss": (PartialAfterWorkerLoss, "SHUF-FAULT-001"),
+    "leaves_files": (LeavesOutputFiles, "SHUF-CLEAN-001"),
+    "input_order": (DictionaryCodes, "SHUF-DET-001"),
+    "drops_null_keys": (DropsNullKeys, "SHUF-NULL-001"),
+    "overlapping_pieces": (OverlappingPieces, "SHUF-ROWS-001"),
+    "unpack_copy": (ConcatCopyOnUnpack, "SHUF-BOUND-002"),
+    "no_spill": (FitsInDeviceMemory, "SHUF-SPILL-001"),
+    "shared_schema": (SchemaOnTheAdapter, "SHUF-CONC-001"),
+    "cancels_inputs": (CancelsInputsOnError, "SHUF-INPUT-001"),
+    "lenient_npartitions": (LenientNpartitions, "SHUF-INPUT-002"),
+    "empty_on_all_columns": (EmptyOnMeansAllColumns, "SHUF-INPUT-003"),
+    "casts_schemas": (CastsToFirstSchema, "SHUF-INPUT-004"),
+}
+
+for _attr, (_cls, _cid) in EXPECTED.items():
+    globals()[_attr] = _cls  # --impl=broken_shuffles:<attr> (a zero-argument factory)

@@ -1,0 +1,217 @@
+"""The suite must catch every deliberately broken shuffle, with the intended conformance ID.
+
+The adapters (``broken_shuffles``) run under the ``ci`` profile in two subprocesses at once,
+each running only its intended ID (``zoo_select`` deselects the other pairs), so that a
+process holds several adapters and pays for its start once. The control, the same wrapper
+without a bug, runs every ID of the zoo, split between the two processes; it must pass
+them all, so the failures come from the bugs alone.
+
+Each adapter names the SPEC.md clauses its bug breaks (``violates``); its intended ID must
+check one of them, and together the adapters break every shuffle clause (the exceptions,
+and why, are in ``NOT_IN_CI``). Under xdist the zoo runs once per session: the first
+worker to need it runs it and leaves the results for the other.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import broken_shuffles
+import pytest
+from conftest import run_suite
+from test_spec import SPEC, _exempt, parse_spec, suite_citations
+
+IDS = sorted({cid for _, cid in broken_shuffles.EXPECTED.values()})
+CONTROL = broken_shuffles.control.name
+N_PROCESSES = 2  # CI has 2 cores; each process also drives a cluster of 2 workers
+
+# Shuffle clauses no adapter can be caught on in the ci profile, and why.
+NOT_IN_CI: dict[str, str] = {}
+
+# Rough seconds a pair costs on 2 idle cores (the control's durations, a failing adapter
+# pays the restart of its cluster on top): only used to balance the two processes.
+COST = {
+    "SHUF-DET-001": 15, "SHUF-ROWS-001": 15, "SHUF-COUNT-001": 15, "SHUF-KEYS-001": 10,
+    "SHUF-CLEAN-001": 13, "SHUF-FAULT-001": 13, "SHUF-FAULT-002": 10, "SHUF-SCHEMA-001": 8,
+    "SHUF-CONC-001": 8, "SHUF-DET-002": 6, "SHUF-NULL-001": 5, "SHUF-CLEAN-002": 3,
+    "SHUF-BOUND-001": 3, "SHUF-BOUND-002": 2, "SHUF-SPILL-001": 2,
+}
+RESTART = 6
+DEFAULT_COST = 1
+
+
+def _jobs() -> list[tuple[list[str], list[tuple[str, str]]]]:
+    """``[(adapter attrs, [(ID, implementation name)])]``, one per process, balanced by
+    COST (longest pair first, onto the lightest process)."""
+    pairs = [(COST.get(cid, DEFAULT_COST), cid, "control", CONTROL) for cid in IDS]
+    pairs += [
+        (COST.get(cid, DEFAULT_COST) + RESTART, cid, attr, cls.name)
+        for attr, (cls, cid) in broken_shuffles.EXPECTED.items()
+    ]
+    jobs: list[tuple[float, list[str], list[tuple[str, str]]]] = [
+        (0.0, [], []) for _ in range(N_PROCESSES)
+    ]
+    for cost, cid, attr, name in sorted(pairs, key=lambda p: (-p[0], p[1], p[2])):
+        i = min(range(N_PROCESSES), key=lambda j: jobs[j][0])
+        total, attrs, chosen = jobs[i]
+        jobs[i] = (total + cost, attrs if attr in attrs else [*attrs, attr], [*chosen, (cid, name)])
+    return [(attrs, chosen) for _, attrs, chosen in jobs]
+
+
+def _run_zoo() -> dict:
+    """``{"jobs": [...], "seconds": wall time}``; each job's adapters, exit status, output
+    tail and report."""
+    jobs = _jobs()
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+
+        def one(i: int) -> dict:
+            attrs, pairs = jobs[i]
+            d = Path(tmp) / f"job{i}"
+            d.mkdir()
+            args = [
+                "conformance",
+                "-p",
+                "zoo_select",
+                *[f"--impl=broken_shuffles:{a}" for a in attrs],
+                f"--conformance-ids={','.join(sorted({cid for cid, _ in pairs}))}",
+            ]
+            t0 = time.perf_counter()
+            proc, report = run_suite(args, d, env_extra={"ZOO_PAIRS": json.dumps(pairs)})
+            return {
+                "attrs": attrs,
+                "pairs": pairs,
+                "returncode": proc.returncode,
+                "output": proc.stdout[-4000:] + proc.stderr[-2000:],
+                "report": report,
+                "seconds": time.perf_counter() - t0,
+            }
+
+        with ThreadPoolExecutor(max_workers=N_PROCESSES) as pool:
+            done = list(pool.map(one, range(len(jobs))))
+    return {"jobs": done, "seconds": time.perf_counter() - start}
+
+
+def _once_per_session(request, tmp_path_factory, name: str, produce) -> dict:
+    """``produce()``, run by one process of the session: under xdist the first worker runs
+    it and leaves the JSON result for the others (a module fixture runs once per worker)."""
+    if not hasattr(request.config, "workerinput"):
+        return produce()
+    root = tmp_path_factory.getbasetemp().parent
+    path = root / f"{name}.json"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if path.exists():
+            return json.loads(path.read_text())
+        result = produce()
+        path.write_text(json.dumps(result))
+        return result
+
+
+@pytest.fixture(scope="module")
+def zoo(request, tmp_path_factory):
+    return _once_per_session(request, tmp_path_factory, "shuffle-zoo", _run_zoo)
+
+
+def _cell(zoo: dict, cid: str, name: str) -> tuple[str | None, dict]:
+    """The report cell of implementation ``name`` for ``cid``, and the job that ran it."""
+    job = next(j for j in zoo["jobs"] if [cid, name] in [list(p) for p in j["pairs"]])
+    assert job["report"] is not None, f"no report:\n{job['output']}"
+    cells = job["report"]["table"].get(cid, {})
+    column = next((c for c in cells if c.rsplit("@", 1)[0] == name), None)
+    return (cells[column] if column else None), job
+
+
+@pytest.mark.parametrize("attr", sorted(broken_shuffles.EXPECTED))
+def test_broken_shuffle_is_caught(zoo, attr):
+    cls, cid = broken_shuffles.EXPECTED[attr]
+    cell, job = _cell(zoo, cid, cls.name)
+    assert cell is not None, f"{cid} did not run for {attr}:\n{job['output']}"
+    assert cell.split(" ")[0] == "FAIL", f"{attr}: {cid} should FAIL, got {cell}\n{job['output']}"
+    assert job["returncode"] == 1
+
+
+def test_zoo_wall_time(zoo, record_property):
+    """Not a speed check: the zoo's wall time and each process's, in the test's output and
+    as a junit property (about 2.2 min on 2 cores, 250 s of CPU in all)."""
+    record_property("shuffle_zoo_seconds", round(zoo["seconds"], 1))
+    print(f"shuffle zoo: {zoo['seconds']:.0f} s; processes: "
+          + ", ".join(f"{j['seconds']:.0f} s" for j in zoo["jobs"]))
+
+
+def test_control_passes_every_id(zoo):
+    bad = {}
+    for cid in IDS:
+        cell, _job = _cell(zoo, cid, CONTROL)
+        if cell is None or cell.split(" ")[0] != "pass":
+            bad[cid] = cell
+    outputs = "\n".join(j["output"] for j in zoo["jobs"])
+    assert not bad, f"the bug-free wrapper does not pass: {bad}\n{outputs}"
+
+
+def test_each_process_runs_only_its_pairs(zoo):
+    for job in zoo["jobs"]:
+        ran = {
+            (cid, column.rsplit("@", 1)[0])
+            for cid, cells in job["report"]["table"].items()
+            for column in cells
+        }
+        assert ran == {tuple(p) for p in job["pairs"]}, ran
+
+
+def _shuffle_clauses() -> set[str]:
+    clauses, problems = parse_spec(SPEC.read_text(encoding="utf-8"))
+    assert not problems, problems
+    return {c for c, body in clauses.items() if c.startswith("14.") and not _exempt(body)}
+
+
+def test_zoo_size_and_names():
+    assert len(broken_shuffles.EXPECTED) >= 8, len(broken_shuffles.EXPECTED)
+    names = [cls.name for cls, _cid in broken_shuffles.EXPECTED.values()] + [CONTROL]
+    assert len(names) == len(set(names)), "two adapters share a name (one report column)"
+    assert all(cid.startswith("SHUF-") for cid in IDS), IDS
+
+
+def test_every_shuffle_adapter_breaks_a_clause_its_id_checks():
+    cited = suite_citations()
+    clauses = _shuffle_clauses()
+    bad = []
+    for attr, (cls, cid) in sorted(broken_shuffles.EXPECTED.items()):
+        violates = set(getattr(cls, "violates", ()))
+        if not violates or violates - clauses:
+            bad.append(f"{attr}: violates {sorted(violates)} (unknown: {sorted(violates - clauses)})")
+        elif cid not in cited:
+            bad.append(f"{attr}: its ID {cid} is not in the suite")
+        elif not violates & set(cited[cid]):
+            bad.append(f"{attr}: breaks {sorted(violates)}, yet {cid} checks {list(cited[cid])}")
+    assert not bad, "\n".join(bad)
+
+
+def test_zoo_breaks_every_shuffle_clause():
+    cited = suite_citations()
+    covered = {
+        c
+        for cls, cid in broken_shuffles.EXPECTED.values()
+        for c in set(getattr(cls, "violates", ())) & set(cited.get(cid, ()))
+    }
+    missing = sorted(
+        _shuffle_clauses() - covered - set(NOT_IN_CI), key=lambda c: tuple(map(int, c.split(".")))
+    )
+    assert not missing, f"no broken shuffle is caught breaking clauses {missing}"
+
+
+def test_jobs_cover_every_pair_once():
+    jobs = _jobs()
+    pairs = [tuple(p) for _attrs, chosen in jobs for p in chosen]
+    want = [(cid, CONTROL) for cid in IDS] + [
+        (cid, cls.name) for cls, cid in broken_shuffles.EXPECTED.values()
+    ]
+    assert sorted(pairs) == sorted(want)
+    for attrs, chosen in jobs:
+        names = {getattr(broken_shuffles, a).name for a in attrs}
+        assert names == {name for _cid, name in chosen}
