@@ -138,7 +138,8 @@ def test_broken_shuffle_is_caught(zoo, attr):
 
 def test_zoo_wall_time(zoo, record_property):
     """Not a speed check: the zoo's wall time and each process's, in the test's output and
-    as a junit property (about 2.2 min on 2 cores, 250 s of CPU in all)."""
+    as a junit property: about 130 s on 2 otherwise idle cores (250-300 s of CPU in all),
+    240-310 s while other jobs kept the load at 8-10."""
     record_property("shuffle_zoo_seconds", round(zoo["seconds"], 1))
     print(f"shuffle zoo: {zoo['seconds']:.0f} s; processes: "
           + ", ".join(f"{j['seconds']:.0f} s" for j in zoo["jobs"]))
