@@ -330,20 +330,24 @@ def call_with_timeout(fn: Callable[[], Any], timeout: float) -> Any:
         pool.shutdown(wait=False)
 
 
-def for_each_case(settings: Any, strategy: Any, body: Callable[[Any], None]) -> None:
-    """Run ``body(case)`` for every case hypothesis draws, under the profile's settings."""
+def for_each_case(
+    settings: Any, strategy: Any, body: Callable[[Any], None], examples: Sequence[Any] = ()
+) -> None:
+    """Run ``body(case)`` for each of ``examples`` (always, in every profile), then for every
+    case hypothesis draws, under the profile's settings."""
     import warnings
 
-    from hypothesis import given, note
+    from hypothesis import example, given, note
     from hypothesis.errors import HypothesisDeprecationWarning
 
-    @settings
-    @given(strategy)
     def run(case: Any) -> None:
         for c in case if isinstance(case, tuple) else (case,):
             note(c.describe())
         body(case)
 
+    for case in examples:
+        run = example(case)(run)
+    run = settings(given(strategy)(run))
     with warnings.catch_warnings():
         # distributed's scheduling uses the random module; that is not the strategy's doing
         warnings.simplefilter("ignore", HypothesisDeprecationWarning)

@@ -171,3 +171,20 @@ def mixed_case(
     )
     tables = tuple(whole.slice(i * rows_per_input, rows_per_input) for i in range(n_inputs))
     return ShuffleCase(tables, ("k0", "k1", "k2"), npartitions)
+
+
+def bool_keys_with_nulls_in_one_input() -> ShuffleCase:
+    """Equal bool keys in two inputs, one of which also holds null keys: a hash that depends
+    on the array's type (a nullable array hashed as objects) splits the equal ones."""
+    a = pa.table({"k0": pa.array([True, False, None, True], pa.bool_()),
+                  ROW_ID: pa.array([0, 1, 2, 3], pa.int64())})
+    b = pa.table({"k0": pa.array([True, False, True, False], pa.bool_()),
+                  ROW_ID: pa.array([4, 5, 6, 7], pa.int64())})
+    return ShuffleCase((a, b), ("k0",), 4)
+
+
+def float_keys_signed_zero_and_nan() -> ShuffleCase:
+    """-0.0 with 0.0 and NaN with NaN, in different inputs."""
+    a = pa.table({"k0": pa.array([0.0, float("nan"), 1.0]), ROW_ID: pa.array([0, 1, 2])})
+    b = pa.table({"k0": pa.array([-0.0, float("nan"), 1.0]), ROW_ID: pa.array([3, 4, 5])})
+    return ShuffleCase((a, b), ("k0",), 5)

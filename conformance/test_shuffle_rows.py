@@ -7,10 +7,14 @@ from __future__ import annotations
 from conformance import conformance_id, requires
 from conformance import shuffle_oracle as oracle
 from conformance.shuffle_harness import for_each_case
-from conformance.tables import shuffle_cases
+from conformance.tables import (
+    bool_keys_with_nulls_in_one_input,
+    float_keys_signed_zero_and_nan,
+    shuffle_cases,
+)
 
 
-def _run(impl, shuffle_cluster, hyp_settings, check, *, nulls=None, **kw):
+def _run(impl, shuffle_cluster, hyp_settings, check, *, nulls=None, examples=(), **kw):
     nulls = "shuffle.nulls" in impl.capabilities if nulls is None else nulls
 
     def body(case):
@@ -20,7 +24,8 @@ def _run(impl, shuffle_cluster, hyp_settings, check, *, nulls=None, **kw):
         problems = check(case, outputs)
         assert not problems, "; ".join(problems)
 
-    for_each_case(hyp_settings(shuffle=True), shuffle_cases(nulls=nulls, **kw), body)
+    strategy = shuffle_cases(nulls=nulls, **kw)
+    for_each_case(hyp_settings(shuffle=True), strategy, body, examples)
 
 
 @conformance_id("SHUF-ROWS-001", clause="14.1")
@@ -32,8 +37,18 @@ def test_every_row_arrives_once_and_unchanged(impl, shuffle_cluster, hyp_setting
 @conformance_id("SHUF-KEYS-001", clause="14.6")
 @requires("shuffle")
 def test_equal_keys_land_in_one_output(impl, shuffle_cluster, hyp_settings):
-    """NaN with NaN, -0.0 with 0.0, equal strings of one column type."""
-    _run(impl, shuffle_cluster, hyp_settings, lambda c, out: oracle.colocation_problems(out, c.on))
+    """NaN with NaN, -0.0 with 0.0, equal strings of one column type; always, too, equal bool
+    keys in two inputs of which only one holds nulls (with ``shuffle.nulls``)."""
+    examples = [float_keys_signed_zero_and_nan()]
+    if "shuffle.nulls" in impl.capabilities:
+        examples.append(bool_keys_with_nulls_in_one_input())
+    _run(
+        impl,
+        shuffle_cluster,
+        hyp_settings,
+        lambda c, out: oracle.colocation_problems(out, c.on),
+        examples=examples,
+    )
 
 
 @conformance_id("SHUF-NULL-001", clause="14.4")
