@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -44,3 +45,19 @@ def run_suite(args, tmp: Path, timeout: float = 900, env_extra: dict | None = No
 @pytest.fixture
 def suite(tmp_path):
     return lambda args, **kw: run_suite(args, tmp_path, **kw)
+
+
+def once_per_session(request, tmp_path_factory, name: str, produce) -> dict:
+    """``produce()``, run by one process of the session: under xdist the first worker runs
+    it and leaves the JSON result for the others (a module fixture runs once per worker)."""
+    if not hasattr(request.config, "workerinput"):
+        return produce()
+    root = tmp_path_factory.getbasetemp().parent
+    path = root / f"{name}.json"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if path.exists():
+            return json.loads(path.read_text())
+        result = produce()
+        path.write_text(json.dumps(result))
+        return result

@@ -14,7 +14,6 @@ worker to need it runs it and leaves the results for the other.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import tempfile
 import time
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import broken_shuffles
 import pytest
-from conftest import run_suite
+from conftest import once_per_session, run_suite
 from test_spec import SPEC, _exempt, parse_spec, suite_citations
 
 IDS = sorted({cid for _, cid in broken_shuffles.EXPECTED.values()})
@@ -97,25 +96,9 @@ def _run_zoo() -> dict:
     return {"jobs": done, "seconds": time.perf_counter() - start}
 
 
-def _once_per_session(request, tmp_path_factory, name: str, produce) -> dict:
-    """``produce()``, run by one process of the session: under xdist the first worker runs
-    it and leaves the JSON result for the others (a module fixture runs once per worker)."""
-    if not hasattr(request.config, "workerinput"):
-        return produce()
-    root = tmp_path_factory.getbasetemp().parent
-    path = root / f"{name}.json"
-    with open(root / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if path.exists():
-            return json.loads(path.read_text())
-        result = produce()
-        path.write_text(json.dumps(result))
-        return result
-
-
 @pytest.fixture(scope="module")
 def zoo(request, tmp_path_factory):
-    return _once_per_session(request, tmp_path_factory, "shuffle-zoo", _run_zoo)
+    return once_per_session(request, tmp_path_factory, "shuffle-zoo", _run_zoo)
 
 
 def _cell(zoo: dict, cid: str, name: str) -> tuple[str | None, dict]:

@@ -15,10 +15,11 @@ from __future__ import annotations
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 
 import broken_adapters
 import pytest
-from conftest import run_suite
+from conftest import once_per_session, run_suite
 from test_spec import SPEC, _exempt, parse_spec, suite_citations
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,8 +60,9 @@ def _jobs() -> dict[str, tuple[list[str], list[str]]]:
     return jobs
 
 
-@pytest.fixture(scope="module")
-def zoo_results():
+def _run_zoo() -> dict:
+    """``{adapter or "control": {returncode, stdout, stderr, report}}`` (JSON, so that one
+    xdist worker can run the zoo and leave the result for the other)."""
     jobs = _jobs()
     with tempfile.TemporaryDirectory() as tmp:
 
@@ -68,7 +70,13 @@ def zoo_results():
             job, (_names, args) = item
             d = Path(tmp) / job
             d.mkdir()
-            return job, run_suite(args, d)
+            proc, report = run_suite(args, d)
+            return job, {
+                "returncode": proc.returncode,
+                "stdout": proc.stdout[-6000:],
+                "stderr": proc.stderr[-3000:],
+                "report": report,
+            }
 
         with ThreadPoolExecutor(max_workers=3) as pool:
             done = dict(pool.map(one, jobs.items()))
@@ -77,6 +85,14 @@ def zoo_results():
         for name in names:
             results[name] = done[job]
     return results
+
+
+@pytest.fixture(scope="module")
+def zoo_results(request, tmp_path_factory):
+    """Once per session, also under xdist (a module fixture runs once per xdist worker)."""
+    raw = once_per_session(request, tmp_path_factory, "store-zoo", _run_zoo)
+    return {name: (SimpleNamespace(**{k: v for k, v in r.items() if k != "report"}), r["report"])
+            for name, r in raw.items()}
 
 
 @pytest.mark.parametrize("name", sorted(broken_adapters.EXPECTED))
