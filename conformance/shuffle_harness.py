@@ -48,7 +48,8 @@ class SuiteDevice(WorkerPlugin):
         pass
 
 
-def _device_reset() -> int:
+def reset_device_peak() -> int:
+    """On a worker: reset its default device's high-water mark; the bytes in use now."""
     from reference_impl.device import default_device
 
     dev = default_device()
@@ -56,7 +57,8 @@ def _device_reset() -> int:
     return dev.bytes_in_use()
 
 
-def _device_peak() -> int:
+def device_peak() -> int:
+    """On a worker: its default device's high-water mark."""
     from reference_impl.device import default_device
 
     return default_device().peak_bytes()
@@ -218,7 +220,7 @@ class ShuffleCluster:
         sampler = None
         if measure:
             if self.on_device:
-                self.client.run(_device_reset)
+                self.client.run(reset_device_peak)
             else:
                 sampler = RssSampler(self.worker_pids())
         start = time.perf_counter()
@@ -232,7 +234,7 @@ class ShuffleCluster:
         seconds = time.perf_counter() - start
         peaks = None
         if measure:
-            peaks = self.client.run(_device_peak) if self.on_device else rss
+            peaks = self.client.run(device_peak) if self.on_device else rss
         return ShuffleRun(list(outputs), seconds, peaks)
 
     def run(self, case: Any, *, measure: bool = False) -> ShuffleRun:

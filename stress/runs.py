@@ -11,6 +11,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from conformance.shuffle_harness import device_peak, reset_device_peak
+
 from . import data
 
 
@@ -45,20 +47,6 @@ def load(cluster: Any, tables: Sequence[pa.Table], timeout: float) -> Any:
     return inputs
 
 
-def _reset_peak() -> int:
-    from reference_impl.device import default_device
-
-    dev = default_device()
-    dev.reset_peak()
-    return dev.bytes_in_use()
-
-
-def _peak() -> int:
-    from reference_impl.device import default_device
-
-    return default_device().peak_bytes()
-
-
 def _bare(exc: BaseException) -> BaseException:
     """The exception without its tracebacks: their frames would keep the shuffle's input and
     output futures (and so the workers' data) alive."""
@@ -83,7 +71,7 @@ def shuffle(cluster: Any, inputs: Any, npartitions: int, timeout: float, *, meas
     """Run it; a Hang or the shuffle's own exception lands in ``Result.error``."""
     measure = measure and cluster.on_device
     if measure:
-        cluster.client.run(_reset_peak)
+        cluster.client.run(reset_device_peak)
     start = time.perf_counter()
     res = Result()
     try:
@@ -97,7 +85,7 @@ def shuffle(cluster: Any, inputs: Any, npartitions: int, timeout: float, *, meas
         res.error = _bare(exc)
     res.seconds = time.perf_counter() - start
     if measure:
-        res.peaks = cluster.client.run(_peak, on_error="ignore")
+        res.peaks = cluster.client.run(device_peak, on_error="ignore")
     return res
 
 

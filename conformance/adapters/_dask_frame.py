@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from conformance.adapters._spread import spread
 from conformance.api import ShuffleEnv
 
 
@@ -65,17 +66,7 @@ class DaskFrameShuffle:
     def load_inputs(self, tables: Sequence[Any], env: ShuffleEnv) -> Inputs:
         """Spread round-robin, converted to pandas on the workers; not pinned, so that an
         input lost with its worker is computed again elsewhere (as the reference's are)."""
-        workers = sorted(env.client.scheduler_info()["workers"])
-        inputs = Inputs(
-            env.client.submit(
-                _to_pandas,
-                t,
-                workers=[workers[i % len(workers)]],
-                allow_other_workers=True,
-                pure=False,
-            )
-            for i, t in enumerate(tables)
-        )
+        inputs = Inputs(spread(env, _to_pandas, tables))
         inputs.schema = tables[0].schema if tables else None
         return inputs
 

@@ -48,6 +48,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from conformance.adapters._spread import spread
 from conformance.api import ShuffleEnv, Unavailable
 
 NAME = "dask-cuda-explicit-comms"
@@ -103,17 +104,7 @@ class DaskCudaExplicitCommsAdapter:
 
     def load_inputs(self, tables: Sequence[Any], env: ShuffleEnv) -> _Inputs:
         """One pandas partition per table, round-robin over the workers, not pinned."""
-        workers = sorted(env.client.scheduler_info(n_workers=-1)["workers"])
-        out = _Inputs(
-            env.client.submit(
-                _to_pandas,
-                t,
-                workers=[workers[i % len(workers)]],
-                allow_other_workers=True,
-                pure=False,
-            )
-            for i, t in enumerate(tables)
-        )
+        out = _Inputs(spread(env, _to_pandas, tables))
         out.schema = tables[0].schema if tables else None
         return out
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from conformance.adapters._spread import spread
 from conformance.api import ShuffleEnv, Snapshot, StoreEnv
 
 
@@ -84,17 +85,7 @@ class ReferenceAdapter:
     def load_inputs(self, tables: Sequence[Any], env: ShuffleEnv) -> list[Any]:
         """Spread round-robin; not pinned, so that an input lost with its worker can be
         computed again elsewhere (pinned, it would wait for that worker forever)."""
-        workers = sorted(env.client.scheduler_info()["workers"])
-        return [
-            env.client.submit(
-                _to_device,
-                t,
-                workers=[workers[i % len(workers)]],
-                allow_other_workers=True,
-                pure=False,
-            )
-            for i, t in enumerate(tables)
-        ]
+        return spread(env, _to_device, tables)
 
     def shuffle(self, inputs: Any, on: Sequence[str], npartitions: int, env: ShuffleEnv) -> list:
         import distributed
