@@ -3,7 +3,6 @@ per-worker device high-water marks, and the checks on what came out."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -11,25 +10,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from conformance.shuffle_harness import device_peak, reset_device_peak
+from conformance.shuffle_harness import ShuffleHang as Hang  # noqa: F401 - stress's name for it
+from conformance.shuffle_harness import call_with_timeout, device_peak, reset_device_peak
 
 from . import data
-
-
-class Hang(Exception):
-    """The shuffle did not finish in time."""
-
-
-def call_with_timeout(fn, timeout: float) -> Any:
-    """``fn()`` in a helper thread; Hang after ``timeout`` (closing the cluster ends it)."""
-    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="stress-call")
-    fut = pool.submit(fn)
-    try:
-        return fut.result(timeout=timeout)
-    except concurrent.futures.TimeoutError:
-        raise Hang(f"no answer within {timeout:.0f} s") from None
-    finally:
-        pool.shutdown(wait=False)
 
 
 def load(cluster: Any, tables: Sequence[pa.Table], timeout: float) -> Any:
