@@ -81,8 +81,21 @@ class _BrokenShuffle(ReferenceAdapter):
         from reference_impl.shuffle import shuffle
 
         inputs, on, npartitions = self.prepare(list(inputs), list(on), npartitions, env)
-        outputs = shuffle(env.client, inputs, on, npartitions)
-        arrow = env.client.map(self.finish, outputs, on=on, pure=False)
+        import distributed
+
+        client = env.client
+        outputs = shuffle(client, inputs, on, npartitions)
+        # Read each output on its holder, as the reference adapter does: a read stolen to
+        # the other worker moves the table onto its device (docs/findings/reference.md
+        # #shuf-transfers) and broke the control's SHUF-BOUND-001 in CI.
+        with client.as_current():
+            distributed.wait(outputs)
+        holders = client.who_has(outputs)
+        arrow = [
+            client.submit(self.finish, out, on=on, workers=sorted(holders.get(out.key, ())) or None,
+                          allow_other_workers=False, pure=False)
+            for out in outputs
+        ]
         del outputs
         return self.collect(arrow, env)
 
