@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from conformance.adapters._spread import spread
+from conformance.adapters._spread import on_holders, spread
 from conformance.api import ShuffleEnv, Snapshot, StoreEnv
 
 
@@ -88,25 +88,12 @@ class ReferenceAdapter:
         return spread(env, _to_device, tables)
 
     def shuffle(self, inputs: Any, on: Sequence[str], npartitions: int, env: ShuffleEnv) -> list:
-        import distributed
-
         from reference_impl.shuffle import shuffle
 
-        client = env.client
-        outputs = shuffle(client, inputs, list(on), npartitions)
-        # Each output is read on the worker that holds it: a conversion that dask placed
-        # elsewhere (work stealing) would move the table, and the suite measures the
-        # shuffle, not dask's transfers (docs/findings/reference.md#shuf-transfers).
-        with client.as_current():
-            distributed.wait(outputs)
-        holders = client.who_has(outputs)
-        arrow = [
-            client.submit(_to_arrow, out, workers=sorted(holders.get(out.key, ())) or None,
-                          allow_other_workers=False, pure=False)
-            for out in outputs
-        ]
+        outputs = shuffle(env.client, inputs, list(on), npartitions)
+        arrow = on_holders(env, _to_arrow, outputs)  # read where they are
         del outputs
-        return client.gather(arrow)
+        return env.client.gather(arrow)
 
     def phase_of(self, key: str) -> str | None:
         for phase in ("transfer", "barrier", "unpack"):

@@ -8,7 +8,10 @@ implementation does not declare the capability for is ``n/a``, with the reason.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from .. import data, runs
 from ..cluster import open_cluster
@@ -65,22 +68,29 @@ def _stores(impl, settings, root, emit, progress) -> None:
 
 
 def _shuffles(impl, settings, root, emit, progress, record) -> None:
-    from . import shuffle as shuffle_scenario  # noqa: F401  (same package; keeps imports light)
-
-    spill = root / "shuffle"
-    spill.mkdir(exist_ok=True)
     dev, host = settings.device_memory, settings.host_memory
     rows = max(100, settings.data // shuffle_faults.N_INPUTS // ROW_BYTES)
     record.limits.update({"device limit": dev, "host limit": host})
-    t = time.perf_counter()
-    with open_cluster(impl.adapter, settings, str(spill), device_limit=dev, host_limit=host) as cluster:
-        record.timings[f"{impl.name} cluster start"] = time.perf_counter() - t
-        warm = [data.make_table(settings.seed + 10**6, i, 500) for i in range(2)]
-        res = runs.shuffle(cluster, runs.load(cluster, warm, 120), 2, 120, measure=False)
-        if res.error is not None:
-            emit(Outcome(impl.name, "warm-up", "violation", f"a fault-free shuffle failed: {res.error!r}"))
-            return
-        cluster.mark_baseline()
-        with Sampler(record, cluster_reader(cluster.client, cluster.on_device, f"{impl.name} "), settings.interval):
-            shuffle_faults.run_cases(impl, cluster, settings.seed, rows, emit,
-                                     lambda case: progress.status(f"{impl.name}: {case}"))
+
+    @contextmanager
+    def open_case(case: str) -> Iterator[Any]:
+        spill = root / "shuffle" / _slug(case)
+        spill.mkdir(parents=True, exist_ok=True)
+        t = time.perf_counter()
+        with open_cluster(impl.adapter, settings, str(spill), device_limit=dev, host_limit=host) as cluster:
+            starts = f"{impl.name} cluster starts"
+            record.timings[starts] = record.timings.get(starts, 0.0) + time.perf_counter() - t
+            warm = [data.make_table(settings.seed + 10**6, i, 500) for i in range(2)]
+            res = runs.shuffle(cluster, runs.load(cluster, warm, 120), 2, 120, measure=False)
+            if res.error is not None:
+                raise shuffle_faults.WarmUpFailed(f"a fault-free shuffle failed on a fresh cluster: {res.error!r}")
+            cluster.mark_baseline()
+            with Sampler(record, cluster_reader(cluster.client, cluster.on_device, f"{impl.name} "), settings.interval):
+                yield cluster
+
+    shuffle_faults.run_cases(impl, open_case, settings.seed, rows, emit,
+                             lambda case: progress.status(f"{impl.name}: {case}"))
+
+
+def _slug(case: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in case.split(": ", 1)[-1])

@@ -27,8 +27,7 @@ def test_shuffle_spills_and_checks(run_stress, tmp_path):
     s = summary(out)
     f = s["figures"]
     # The 14.2 peak this scenario once reported came from dask moving outputs between
-    # workers (docs/findings/reference.md#shuf-transfers); outputs are now read where
-    # they are, and any violation fails.
+    # workers (docs/findings/reference.md#shuf-transfers, fixed); any violation fails.
     assert not s["violations"] and s["error"] is None, p.stdout + p.stderr
     assert f["reference rounds"] == 1
     assert sum(v for k, v in f.items() if k.startswith("reference spilled bytes")) > 0, f
@@ -38,13 +37,6 @@ def test_shuffle_spills_and_checks(run_stress, tmp_path):
     assert not list(out.glob("spill-*"))  # the spill directory is gone
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(
-    reason="issue 13 open: the faults scenario runs its cases on one cluster, so a removed spill "
-    "directory or a full disk breaks the later cases ('failed before the fault fired'), and a "
-    "failed shuffle's inputs stay held ('left behind'); seen in CI on 2026-12-01",
-    strict=False,
-)
 def test_faults_against_the_reference(run_stress, tmp_path):
     out = tmp_path / "r"
     p = run_stress("faults", "--compare", "none", "--device-memory", "128KiB", "--out", str(out))

@@ -20,6 +20,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from conformance.adapters._spread import on_holders
 from conformance.adapters.reference import ReferenceAdapter
 
 
@@ -81,23 +82,13 @@ class _BrokenShuffle(ReferenceAdapter):
         from reference_impl.shuffle import shuffle
 
         inputs, on, npartitions = self.prepare(list(inputs), list(on), npartitions, env)
-        import distributed
-
-        client = env.client
-        outputs = shuffle(client, inputs, on, npartitions)
-        # Read each output on its holder, as the reference adapter does: a read stolen to
-        # the other worker moves the table onto its device (docs/findings/reference.md
-        # #shuf-transfers) and broke the control's SHUF-BOUND-001 in CI.
-        with client.as_current():
-            distributed.wait(outputs)
-        holders = client.who_has(outputs)
-        arrow = [
-            client.submit(self.finish, out, on=on, workers=sorted(holders.get(out.key, ())) or None,
-                          allow_other_workers=False, pure=False)
-            for out in outputs
-        ]
+        outputs = shuffle(env.client, inputs, on, npartitions)
+        # Read each output on its holder, as the reference adapter does.
+        arrow = on_holders(env, self.finish, outputs, keep_errors=self.keep_errors, on=on)
         del outputs
         return self.collect(arrow, env)
+
+    keep_errors = False  # see on_holders
 
     def prepare(self, inputs: list, on: list[str], npartitions: int, env: Any):
         return inputs, on, npartitions
@@ -240,6 +231,7 @@ class PartialAfterWorkerLoss(_BrokenShuffle):
 
     name = "broken-shuffle-partial-after-loss"
     violates = ("14.5", "14.1")
+    keep_errors = True  # its collect turns each erred output into an empty table
 
     def prepare(self, inputs, on, npartitions, env):
         self._schema = env.client.submit(_arrow_schema, inputs[0], pure=False).result()
