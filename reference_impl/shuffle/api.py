@@ -111,6 +111,7 @@ def shuffle(
         workers=participants,
         barrier=barrier_key,
         keys=[*transfer_keys.values(), *unpack_keys],
+        client=client.id,
     )
     transfers = [
         client.submit(

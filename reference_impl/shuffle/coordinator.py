@@ -11,7 +11,10 @@ dead worker would only wait for a connect timeout).
 
 When the barrier task is released, forgotten or erred (the shuffle finished,
 failed, or the client cancelled its outputs), every participating worker is
-told to drop that shuffle's state.
+told to drop that shuffle's state. A client that dies between registering a
+shuffle and submitting its barrier (its last messages never sent) leaves no
+barrier to watch: then the shuffle is dropped when one of its tasks is forgotten
+while the barrier does not exist, or when that client leaves with none of them.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ class ActiveShuffle:
     workers: set[str]
     barrier: str
     keys: set[str]
+    client: str | None = None
     phase: str = "transfer"
     lost: dict[str, str] = field(default_factory=dict)  # worker -> phase it was lost in
 
@@ -60,8 +64,10 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
         if self.scheduler is not None:
             self.scheduler.handlers.pop(REGISTER_OP, None)
 
-    def register(self, shuffle_id: str, workers: list[str], barrier: str, keys: list[str]) -> str:
-        shuffle = ActiveShuffle(shuffle_id, set(workers), barrier, set(keys) | {barrier})
+    def register(
+        self, shuffle_id: str, workers: list[str], barrier: str, keys: list[str], client: str | None = None
+    ) -> str:
+        shuffle = ActiveShuffle(shuffle_id, set(workers), barrier, set(keys) | {barrier}, client)
         self.active[shuffle_id] = shuffle
         for key in shuffle.keys:
             self.by_key[key] = shuffle_id
@@ -86,9 +92,20 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
                 # After this transition (and a worker removal that caused it) completes,
                 # so the reason can name a lost worker.
                 self.scheduler.loop.add_callback(self._finish, sid, f"its barrier was {finish}")
+        elif finish == "forgotten" and shuffle.barrier not in self.scheduler.tasks:
+            # Released before its barrier was ever submitted: the client is gone (or
+            # cancelled), and no barrier transition will come to end the shuffle.
+            self.scheduler.loop.add_callback(self._finish, sid, f"{key} was released before the barrier existed")
         elif finish == "no-worker" and shuffle.lost:
             # Not from inside a transition: err it right after this one completes.
             self.scheduler.loop.add_callback(self._fail_unrunnable, sid, stimulus_id)
+
+    def remove_client(self, scheduler: Any, client: str) -> None:
+        """A client that registered a shuffle and left before any of its tasks reached the
+        scheduler: nothing else would ever end that shuffle."""
+        for shuffle in list(self.active.values()):
+            if shuffle.client == client and not any(k in scheduler.tasks for k in shuffle.keys):
+                self._finish(shuffle.id, f"its client {client} left before submitting it")
 
     def remove_worker(self, scheduler: Any, worker: str, *, stimulus_id: str, **kwargs: Any) -> None:
         for shuffle in list(self.active.values()):

@@ -96,8 +96,11 @@ def transfer(shuffle_id: str, spec: dict[str, Any], indices: list[int], *inputs:
     the ShuffleError that stopped it (raised by the barrier)."""
     worker = distributed.get_worker()
     ext = get_extension(worker)
-    run = ext.get_run(shuffle_id, "transfer")
     me = worker.address
+    try:
+        run = ext.get_run(shuffle_id, "transfer")
+    except ShuffleError as exc:  # already closed here (cancelled, or its client died)
+        return {"worker": me, "error": type(exc)(exc.shuffle_id, exc.phase, exc.worker, exc.reason)}
     rows = [0] * spec["npartitions"]
     store = ext.store
     try:

@@ -139,7 +139,9 @@ def _bad(client, inputs, on, npartitions, error, message):
     with pytest.raises(error) as info:
         shuffle(client, inputs, on, npartitions)
     assert str(info.value) == message
-    assert client.run_on_scheduler(shuffle_keys) == before  # nothing was submitted
+    # Nothing was submitted. Keys of an earlier test's shuffle may still be going away (its
+    # futures die with a garbage collection), so only new keys count.
+    assert set(client.run_on_scheduler(shuffle_keys)) <= set(before)
 
 
 def test_missing_key_column(client):
