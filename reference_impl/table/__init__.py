@@ -1,7 +1,9 @@
 """reference_impl.table: device tables with nulls and strings.
 
 Importing this package registers :class:`Table` with the store (one proxy per
-table) and with dask's serialization (it stays on its device through comms).
+table) and with dask's serialization (it stays on its device through comms; one held in a
+worker's store travels as host frames and lands in the receiving store, see
+reference_impl/store/dask_hooks.py).
 """
 
 from __future__ import annotations
