@@ -6,20 +6,16 @@ scheduler, no spill files. Every injected fault is checked to have fired."""
 
 from __future__ import annotations
 
-import time
-
 import dask
 import distributed
 import numpy as np
 import pyarrow as pa
 import pytest
 from shuffle_helpers import (
+    assert_clean,
     check_shuffle,
     cluster,
     scatter_tables,
-    shuffle_keys,
-    spill_files,
-    worker_state,
 )
 
 from reference_impl.shuffle import ShuffleError, shuffle
@@ -104,37 +100,6 @@ def unbreak(dask_worker) -> dict:
     setattr(mod, name, original)
     del dask_worker._fault
     return state
-
-
-def coordinator_state(dask_scheduler) -> dict:
-    plugin = dask_scheduler.plugins["device-shuffle-coordinator"]
-    return {"active": len(plugin.active), "by_key": len(plugin.by_key), "finished": len(plugin.finished)}
-
-
-def assert_clean(client, timeout: float = 15.0) -> None:
-    """Nothing of any shuffle left, polled until ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        workers = client.run(worker_state)
-        files = client.run(spill_files)
-        coord = client.run_on_scheduler(coordinator_state)
-        keys = client.run_on_scheduler(shuffle_keys)
-        clean = (
-            all(s["runs"] == [] and s["externals"] == 0 and s["in_flight"] == 0 and s["reserved"] == 0
-                for s in workers.values())
-            and not any(files.values())
-            and coord == {"active": 0, "by_key": 0, "finished": 0}
-            and keys == []
-        )
-        if clean:
-            return
-        if time.monotonic() > deadline:
-            stored = client.run(lambda dask_worker: {str(k): dask_worker.data.tier_of(k) for k in dask_worker.data})
-            raise AssertionError(
-                f"left behind: workers {workers}, files {files}, plugin {coord}, keys {keys}, "
-                f"stored {stored}, who_has {client.who_has()}"
-            )
-        time.sleep(0.1)
 
 
 def settle(client, outs) -> list:

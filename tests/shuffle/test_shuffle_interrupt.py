@@ -20,7 +20,7 @@ import time
 import distributed
 import numpy as np
 import pyarrow as pa
-from shuffle_helpers import check_shuffle, cluster, scatter_tables, spill_files, worker_state
+from shuffle_helpers import assert_clean, check_shuffle, cluster, scatter_tables
 
 from reference_impl.shuffle import shuffle
 
@@ -49,22 +49,6 @@ def _progress(dask_scheduler) -> dict:
     }
 
 
-def _coordinator_view(dask_scheduler) -> dict:
-    """Each active shuffle's phase and what the scheduler knows of its barrier."""
-    plugin = dask_scheduler.plugins["device-shuffle-coordinator"]
-    return {
-        sid: {"phase": sh.phase, "barrier story": [str(x)[:160] for x in dask_scheduler.story(sh.barrier)]}
-        for sid, sh in plugin.active.items()
-    }
-
-
-def _shuffle_state(dask_scheduler) -> dict:
-    return {
-        "tasks": sorted(str(k) for k in dask_scheduler.tasks),
-        "active": len(dask_scheduler.plugins["device-shuffle-coordinator"].active),
-    }
-
-
 def test_a_client_killed_mid_shuffle_leaves_nothing(tmp_path):
     with (
         cluster(tmp_path, device_capacity="256 MiB", device_memory_limit="2 MiB", memory_limit="4 MiB") as c,
@@ -88,21 +72,7 @@ def test_a_client_killed_mid_shuffle_leaves_nothing(tmp_path):
             proc.wait(30)
         assert progress["outputs done"] < 8, progress  # killed before the shuffle ended
 
-        deadline = time.monotonic() + 20
-        while True:
-            state = client.run(worker_state)
-            sched = client.run_on_scheduler(_shuffle_state)
-            files = client.run(spill_files)
-            clean = (
-                all(s["runs"] == [] and s["externals"] == 0 and s["in_flight"] == 0 and s["reserved"] == 0
-                    for s in state.values())
-                and sched == {"tasks": [], "active": 0}
-                and not any(files.values())
-            )
-            if clean:
-                break
-            assert time.monotonic() < deadline, f"left behind: {state} {sched} {client.run_on_scheduler(_coordinator_view)}"
-            time.sleep(0.1)
+        assert_clean(client, timeout=20.0)
 
         # the cluster is still good for the next shuffle
         rng = np.random.default_rng(1)
