@@ -230,23 +230,26 @@ def make_store_machine(
             return sum(s.device_bytes for s in self.sides if s is not side)
 
         @contextmanager
-        def _window(self, side: Side, what: str, extra: int = 0) -> Iterator[None]:
+        def _window(self, side: Side, what: str, extra: int = 0, held: int = 0) -> Iterator[None]:
             """Clause 4.2: the device's own peak during the operation stays within the limit.
 
             The bound is the larger of what the device held on entry and the limit (plus
             the other store and ``extra``: an over-limit value used transiently, or what
-            the test itself allocates inside the window).
+            the test itself allocates inside the window). ``held`` is what the test built
+            before the window and keeps outside the store: it is in ``entry`` already, and
+            the limit side must count it too (clause 4.2 subtracts what the caller holds).
             """
             dev = self.device
             dev.reset_peak()
             entry = dev.bytes_in_use()
             yield
             peak = dev.peak_bytes()
-            bound = max(entry, self.baseline + self._others_device(side) + limit) + extra
+            others = self._others_device(side)
+            bound = max(entry, self.baseline + others + held + limit) + extra
             assert peak <= bound, (
                 f"{what}: the device peaked at {peak - self.baseline:,} bytes in use; the bound is "
                 f"{bound - self.baseline:,} (limit {limit:,}, entry {entry - self.baseline:,}, "
-                f"other store {self._others_device(side):,}, allowance {extra:,})"
+                f"other store {others:,}, held by the test {held:,}, allowance {extra:,})"
             )
 
         def _check_value(self, side: Side, key: Hashable, got: Any) -> None:
@@ -370,7 +373,9 @@ def make_store_machine(
             key = self._existing(side, data) if present else self._new_key(side, data)
             built = self._build(data)
             extra = self._oversize(side).get(self._canon(side, key), 0) if present else 0
-            with self._window(side, f"setdefault({key!r}, ...)", extra=extra):
+            # A present key keeps its value: the default stays the test's, on the device.
+            held = sum(built.allocs.values()) if present else 0
+            with self._window(side, f"setdefault({key!r}, ...)", extra=extra, held=held):
                 got = side.h.store.setdefault(key, built.value)
                 if present:
                     self._check_value(side, key, got)
