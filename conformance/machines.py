@@ -51,6 +51,7 @@ class Side:
     h: StoreHarness
     model: dict[Hashable, Held] = field(default_factory=dict)
     order: list[Hashable] = field(default_factory=list)  # recency, least -> most recent
+    unsure: set[Hashable] = field(default_factory=set)  # recency unsettled: see _use_shared
     externals: list[tuple[Any, Held]] = field(default_factory=list)
     device_bytes: int = 0  # validated against the ledger by the last invariant check
 
@@ -129,7 +130,22 @@ def make_store_machine(
             """``key`` becomes the most recently used; keys sharing memory with it are used too
             (clause 5.1: an alias group moves, and is used, as one)."""
             key = self._canon(side, key)
-            for k in [*self._group_keys(side, key), key]:
+            self._use_shared(side, self._group_keys(side, key))
+            side.unsure.discard(key)
+            if key in side.order:
+                side.order.remove(key)
+            side.order.append(key)
+
+        def _use_shared(self, side: Side, keys) -> None:
+            """``keys`` were used only through memory they share with what was used.
+
+            The store may no longer share it: a spill copies a view apart from its base
+            (clause 2.6 asks only for their content), and from then on using one rightly
+            leaves the other alone. So their recency is unsettled: they move to the end,
+            and leave the recency checks until they are used directly.
+            """
+            for k in keys:
+                side.unsure.add(k)
                 if k in side.order:
                     side.order.remove(k)
                 side.order.append(k)
@@ -158,6 +174,7 @@ def make_store_machine(
                 del side.model[key]
             if key in side.order:
                 side.order.remove(key)
+            side.unsure.discard(key)
 
         def _remember(self, side: Side, key: Hashable, built: S.Built) -> None:
             self._forget(side, key)
@@ -629,6 +646,7 @@ def make_store_machine(
                 side.h.store.clear()
             side.model.clear()
             side.order.clear()
+            side.unsure.clear()
 
         @precondition(lambda self: any(len(s.model) >= 2 for s in self.sides))
         @rule(data=st.data())
@@ -733,6 +751,13 @@ def make_store_machine(
             if data.draw(st.booleans(), label="read first"):
                 why = S.mismatch(self.device, proxy, held.expected, "external")
                 assert why is None, why
+                # Clause 5.2: a use of it is a use of a key holding the same proxy (one
+                # registered by register_stored_value), perhaps of keys sharing its memory.
+                holders = self._holders(side)
+                users = {w for a in held.allocs for kind, w in holders.get(a, ()) if kind == "key"}
+                for k in list(users):
+                    users.update(self._group_keys(side, k))
+                self._use_shared(side, users)
             del proxy
 
         @precondition(lambda self: has("store.oom.on_demand") and self.sides)
@@ -835,7 +860,7 @@ def make_store_machine(
             if not has("store.lru.strict"):
                 return
             tiers = snap.tiers
-            aliased = self._aliased(side)
+            aliased = self._aliased(side) | side.unsure  # unsettled recency: _use_shared
             big = self._oversize(side)
             if snap.lru is not None:
                 expect = [k for k in side.order if tiers.get(k) == "device" and k not in aliased]

@@ -49,3 +49,33 @@ def test_setdefault_of_a_present_key_leaves_the_default_to_the_caller(tmp_path):
         ("put", (True, "b", _array(32768, 2)), {}),
         ("setdefault", (True, "a", _array(49152, 3)), {}),
     )
+
+
+def test_a_view_spilled_apart_from_its_base_is_not_used_with_it(tmp_path):
+    """A spill copies 'view' apart from 'base' and 'view' comes back alone, so popping 'base'
+    does not use 'view'. The machine used to touch 'view' with its old alias group and then
+    find it spilled behind the less recent 'other'."""
+    _replay(
+        tmp_path,
+        ("put", (True, "base", _array(4096)), {}),
+        ("put_view_of_stored", ("base", "view"), {}),
+        ("evict", (), {"frac": 2.0}),
+        ("get", ("view",), {}),
+        ("put", (True, "other", _array(64, 2)), {}),
+        ("evict", (), {"frac": 0.01}),
+        ("pop", ("base",), {"with_default": False}),
+    )
+
+
+def test_reading_an_external_uses_the_key_holding_it(tmp_path):
+    """The external is the proxy stored under 'a'; reading it brings 'a' back as the most
+    recently used (clause 5.2). The machine used to leave 'a' behind 'b' in its model."""
+    _replay(
+        tmp_path,
+        ("put", (True, "a", _array(1024)), {}),
+        ("put", (True, "b", _array(1024, 2)), {}),
+        ("register_stored_value", ("a",), {}),
+        ("get", ("b",), {}),
+        ("evict", (), {"frac": 2.0}),
+        ("drop_external", (0, True), {}),
+    )
