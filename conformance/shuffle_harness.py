@@ -14,7 +14,8 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -132,6 +133,36 @@ class PhaseKiller(SchedulerPlugin):
             return
         os.kill(pid, signal.SIGKILL)
         self.fired.append((str(key), worker, pid))
+
+
+@dataclass
+class PhaseAction(SchedulerPlugin):
+    """Scheduler plugin: call ``action()`` once, when the first task of ``phase`` is sent to
+    a worker; ``fired`` holds what it returned (a count of what it did)."""
+
+    phase: str
+    phase_of: Callable[[str], str | None]
+    action: Callable[[], int]
+    fired: list[int] = field(default_factory=list)
+    name: str = "conformance-phase-action"
+
+    def transition(self, key, start, finish, *args, **kwargs) -> None:
+        if not self.fired and finish == "processing" and self.phase_of(str(key)) == self.phase:
+            self.fired.append(self.action())
+
+
+def remove_files(root: str | Path) -> int:
+    """Remove every file under ``root`` except dask's own lock files; how many went."""
+    n = 0
+    for path in files_under(root):
+        if path.endswith(DASK_FILES):
+            continue
+        try:
+            os.unlink(path)
+            n += 1
+        except OSError:
+            pass
+    return n
 
 
 # --------------------------------------------------------------------------- cluster
@@ -300,6 +331,21 @@ class ShuffleCluster:
         killer = PhaseKiller(phase, phase_of, self.worker_pids(), scheduler=scheduler)
         scheduler.add_plugin(killer, name=f"{killer.name}-{phase}")
         return killer
+
+    @contextmanager
+    def during(self, phase: str, action: Callable[[], int]) -> Iterator[PhaseAction]:
+        """``action()`` runs once, in this process, when the first task of ``phase`` is sent
+        to a worker; the plugin is removed afterwards."""
+        phase_of = getattr(self.adapter, "phase_of", None)
+        if phase_of is None:
+            raise NotImplementedError(f"{self.adapter.name} has no phase_of(key)")
+        plugin = PhaseAction(phase, phase_of, action)
+        name = f"{plugin.name}-{phase}"
+        self.cluster.scheduler.add_plugin(plugin, name=name)
+        try:
+            yield plugin
+        finally:
+            self.cluster.scheduler.remove_plugin(name=name)
 
     def close(self) -> None:
         try:

@@ -1,6 +1,7 @@
 """A worker SIGKILLed (its nanny restarts it) during the transfer phase, and again during
-the unpack phase: a correct result or a clear error in bounded time, never wrong data and
-never a hang. A kill that did not happen is 'not exercised', never a pass."""
+the unpack phase; the spill files removed as the unpack phase starts: a correct result or a
+clear error in bounded time, never wrong data and never a hang. A fault that did not happen
+is 'not exercised', never a pass."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import pytest
 
 from conformance import conformance_id, not_exercised, requires
 from conformance import shuffle_oracle as oracle
-from conformance.shuffle_harness import SHUFFLE_TIMEOUT, ShuffleHang
-from conformance.tables import mixed_case
+from conformance.shuffle_harness import SHUFFLE_TIMEOUT, ShuffleHang, remove_files
+from conformance.tables import mixed_case, uniform_case
 
 
 def _kill_during(phase, impl, make_shuffle_cluster, record_detail) -> None:
@@ -51,6 +52,41 @@ def test_worker_killed_during_transfer(impl, make_shuffle_cluster, record_detail
 @requires("shuffle", "shuffle.faults.worker")
 def test_worker_killed_during_unpack(impl, make_shuffle_cluster, record_detail):
     _kill_during("unpack", impl, make_shuffle_cluster, record_detail)
+
+
+@conformance_id("SHUF-FAULT-003", clause="14.14")
+@requires("shuffle", "shuffle.spill")
+def test_spill_files_removed_at_unpack(impl, make_shuffle_cluster, record_detail):
+    if getattr(impl.adapter, "phase_of", None) is None:
+        not_exercised("the adapter has no phase_of(key), so the unpack phase cannot be timed")
+    cluster = make_shuffle_cluster(device_limit=2**20, host_limit=2 * 2**20)
+    cluster.run(uniform_case(2, 100, 2))  # warm: imports and kernels are not the fault's
+    # data at 4x the budget and the host tier together: some of it must be in files
+    total = 4 * (cluster.budget() + 2 * 2**20) * cluster.env.n_workers
+    case = uniform_case(16, total // 16 // 24, 8, seed=11)
+    inputs = cluster.load(case.tables)
+    with cluster.during("unpack", lambda: remove_files(cluster.spill_dir)) as removal:
+        try:
+            run = cluster.shuffle(inputs, case.on, case.npartitions)
+        except ShuffleHang:
+            raise
+        except Exception as exc:  # a clear error is allowed
+            if not removal.fired:
+                pytest.fail(f"the shuffle failed before the unpack phase: {exc!r}")
+            if not removal.fired[0]:
+                not_exercised("no spill file existed when the unpack phase started")
+            record_detail(f"error: {type(exc).__name__} ({removal.fired[0]} files removed)")
+            return
+    if not removal.fired:
+        not_exercised("no task of the unpack phase started")
+    if not removal.fired[0]:
+        not_exercised("no spill file existed when the unpack phase started")
+    problems = oracle.row_ids_problems(case, run.outputs)
+    assert not problems, (
+        f"{removal.fired[0]} spill files removed as the unpack phase started, and the shuffle "
+        "returned without an error: " + "; ".join(problems)
+    )
+    record_detail(f"correct ({removal.fired[0]} files removed)")
 
 
 assert SHUFFLE_TIMEOUT <= 120  # clause 14.5 promises an answer within 120 s

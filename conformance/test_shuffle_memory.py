@@ -4,12 +4,11 @@ and the spike of building outputs."""
 
 from __future__ import annotations
 
-import pyarrow as pa
 import pytest
 
 from conformance import conformance_id, requires
 from conformance import shuffle_oracle as oracle
-from conformance.tables import ROW_ID, ShuffleCase, uniform_case
+from conformance.tables import ShuffleCase, uniform_case
 
 FACTOR = 4  # data = FACTOR x the workers' aggregate budget
 
@@ -30,27 +29,6 @@ def _big_case(cluster, n_inputs: int, npartitions: int) -> ShuffleCase:
     total = FACTOR * cluster.budget() * cluster.env.n_workers
     rows = total // n_inputs // 24  # three 8-byte columns
     return uniform_case(n_inputs, rows, npartitions, seed=7)
-
-
-def _row_ids_problems(case: ShuffleCase, outputs) -> list[str]:
-    """14.1 for a large case, by row ids and a checksum per column (fast)."""
-    import numpy as np
-
-    problems = oracle.count_problems(outputs, case.npartitions)
-    if problems:
-        return problems
-    got = pa.concat_tables(outputs).combine_chunks()
-    want = pa.concat_tables(case.tables)
-    ids = np.sort(got.column(ROW_ID).to_numpy())
-    if not np.array_equal(ids, np.sort(want.column(ROW_ID).to_numpy())):
-        return [f"row ids differ: {got.num_rows:,} rows out, {want.num_rows:,} in"]
-    order = np.argsort(got.column(ROW_ID).to_numpy())
-    for name in want.column_names:
-        a = want.column(name).to_numpy()
-        b = got.column(name).to_numpy()[order]
-        if not np.array_equal(a.view(np.uint8), np.ascontiguousarray(b).view(np.uint8)):
-            problems.append(f"column {name!r} changed")
-    return problems
 
 
 def _check_peaks(cluster, run, largest: int, factor: float, record_detail) -> None:
@@ -101,5 +79,5 @@ def test_data_four_times_the_budget_arrives_whole(tight_cluster, record_detail):
     run = tight_cluster.run(case)
     total = sum(t.nbytes for t in case.tables)
     record_detail(f"{total / 2**20:.0f} MiB in {run.seconds:.1f} s")
-    problems = _row_ids_problems(case, run.outputs)
+    problems = oracle.row_ids_problems(case, run.outputs)
     assert not problems, "; ".join(problems)

@@ -9,10 +9,9 @@ import os
 import shutil
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from typing import Any
 
-from distributed.diagnostics.plugin import SchedulerPlugin
+from conformance.shuffle_harness import PhaseAction
 
 from .. import data, runs
 from ..record import Outcome
@@ -49,22 +48,6 @@ def fill_disk(limit: int | None) -> int:
 
 
 _signals = 0
-
-
-# ----------------------------------------------------------------------------- on the scheduler
-@dataclass
-class PhaseAction(SchedulerPlugin):
-    """Calls ``action()`` once, when the first task of ``phase`` is sent to a worker."""
-
-    phase: str
-    phase_of: Callable[[str], str | None]
-    action: Callable[[], int]
-    fired: list[int] = field(default_factory=list)
-    name: str = "stress-phase-action"
-
-    def transition(self, key, start, finish, *args, **kwargs) -> None:
-        if not self.fired and finish == "processing" and self.phase_of(str(key)) == self.phase:
-            self.fired.append(self.action())
 
 
 def spill_files(root: str) -> list[str]:

@@ -249,6 +249,27 @@ class PartialAfterWorkerLoss(_BrokenShuffle):
         return out
 
 
+class MissingFileReadsAsEmpty(PartialAfterWorkerLoss):
+    """An output whose spill file is gone comes back empty, as if it had received no shards
+    (what distributed's P2P does: a missing file reads as 'no data')."""
+
+    name = "broken-shuffle-missing-file-empty"
+    violates = ("14.14", "14.1")
+
+    def collect(self, arrow, env):
+        from reference_impl.shuffle import ShuffleError
+
+        out = []
+        for f in arrow:
+            try:
+                out.append(f.result())
+            except ShuffleError as exc:
+                if "missing" not in str(exc):
+                    raise
+                out.append(self._schema.empty_table())
+        return out
+
+
 # 7 ------------------------------------------------------------------------------ 14.11
 def _keep_copy(table: Any, on: Sequence[str] = ()) -> Any:
     """The output as Arrow, also written to the worker's directory (to serve a retry)."""
@@ -492,6 +513,7 @@ EXPECTED: dict[str, tuple[type, str]] = {
     "int_nulls_float": (IntsWithNullsToFloat, "SHUF-SCHEMA-001"),
     "one_worker": (CoalescesOnOneWorker, "SHUF-BOUND-001"),
     "partial_after_loss": (PartialAfterWorkerLoss, "SHUF-FAULT-001"),
+    "missing_file_empty": (MissingFileReadsAsEmpty, "SHUF-FAULT-003"),
     "leaves_files": (LeavesOutputFiles, "SHUF-CLEAN-001"),
     "input_order": (DictionaryCodes, "SHUF-DET-001"),
     "drops_null_keys": (DropsNullKeys, "SHUF-NULL-001"),
