@@ -106,16 +106,35 @@ def output_problems(
         if not t.schema.equals(schema, check_metadata=False):
             problems.append(f"output {i} has schema {t.schema}, expected {schema}")
             return problems
-    uniques = [np.unique(_bits(t.column(key))) for t in outputs if t.num_rows]
-    if uniques:
-        keys, counts = np.unique(np.concatenate(uniques), return_counts=True)
-        split = keys[counts > 1]
-        if len(split):
-            problems.append(
-                f"{len(split)} keys are split over several outputs (not co-located), e.g. "
-                f"{key}={int(split[0].view(np.int64))}"
-            )
+    split = _split_keys(outputs, key)
+    if len(split):
+        problems.append(
+            f"{len(split)} keys are split over several outputs (not co-located), e.g. "
+            f"{key}={int(split[0])}"
+        )
     return problems
+
+
+def _split_keys(outputs: Sequence[pa.Table], key: str) -> np.ndarray:
+    """The keys found in more than one output. One sort of (key, output) pairs packed in an
+    int64 when the keys leave room for the output number (stress keys are below 2^40), else
+    a unique per output: 89.5M rows took 144 s that way, the packed sort a fraction of it."""
+    parts = [(i, _bits(t.column(key)).view(np.int64)) for i, t in enumerate(outputs) if t.num_rows]
+    if not parts:
+        return np.empty(0, np.int64)
+    bits = max(1, (len(outputs) - 1).bit_length())
+    keys = np.concatenate([k for _, k in parts])
+    if keys.min() >= 0 and int(keys.max()) < 1 << (63 - bits):
+        packed = keys << bits
+        del keys
+        packed |= np.repeat(np.array([i for i, _ in parts], np.int64), [len(k) for _, k in parts])
+        packed.sort()
+        same_key = (packed[1:] >> bits) == (packed[:-1] >> bits)
+        same_key &= packed[1:] != packed[:-1]  # equal keys, other outputs
+        return np.unique(packed[1:][same_key] >> bits)
+    uniques = np.concatenate([np.unique(k) for _, k in parts])
+    values, counts = np.unique(uniques, return_counts=True)
+    return values[counts > 1]
 
 
 def row_diff(inputs: Sequence[pa.Table], outputs: Sequence[pa.Table], names: Sequence[str]) -> str:

@@ -37,3 +37,12 @@ def test_each_kind_of_wrong_data_is_named():
     assert "1 rows changed" in " ".join(runs.check(tables, digest, changed, 2, schema))
     assert any("co-located" in p for p in runs.check(tables, digest, split, 2, schema))
     assert runs.check(tables, digest, outputs[:1], 2, schema)  # an output missing
+
+
+def test_split_keys_found_on_both_paths():
+    """The packed sort (keys leave room for the output number) and the per-output unique
+    (here a negative key forbids packing) name the same split key."""
+    for k in (7, -7):
+        outputs = [pa.table({data.KEY: [k, 1, 2]}), pa.table({data.KEY: [3, k, 3]}), pa.table({data.KEY: [4]})]
+        assert data._split_keys(outputs, data.KEY).tolist() == [k]
+        assert data._split_keys(outputs[1:], data.KEY).tolist() == []
