@@ -213,6 +213,15 @@ def _rotate(state: State, start: int) -> list[Any]:
     return moved
 
 
+def _queue_oldest(state: State) -> None:
+    """Draw the next run's keys, the ``batch`` least recent, untimed.
+
+    :func:`_rotate` copies the whole key order (O(N)); inside a timed run it added
+    12 µs per op at N=10^5 to the unspill cases, a cost of the benchmark, not the store.
+    """
+    state.extra["next"] = _rotate(state, 0)
+
+
 class Case:
     """One operation: ``setup`` a store of n, ``run`` a timed batch, ``reset`` it untimed."""
 
@@ -375,14 +384,20 @@ class Unspill(SpillToHost):
     name = "unspill from host"
     peers = ("zict.Buffer",)  # dask-cuda's get returns the spilled proxy as it is
 
+    def setup(self, st, n, batch):
+        state = super().setup(st, n, batch)
+        _queue_oldest(state)
+        return state
+
     def run(self, st, state):
         s = state.store
-        for k in _rotate(state, 0):  # the oldest host keys
+        for k in state.extra["next"]:  # the oldest host keys
             s[k]
         return state.batch
 
     def reset(self, st, state):
         st.evict(state.store, state.batch * ELEMS * 8)
+        _queue_oldest(state)
 
 
 class Cascade(Case):
@@ -427,17 +442,19 @@ class UnspillDisk(Case):
         state.batch = batch
         for _ in range(max(n // 10, batch)):
             state.store.evict(1)
+        _queue_oldest(state)
         return state
 
     def run(self, st, state):
         s = state.store
-        for k in _rotate(state, 0):
+        for k in state.extra["next"]:
             s[k]
         return state.batch
 
     def reset(self, st, state):
         for _ in range(state.batch):
             state.store.evict(1)
+        _queue_oldest(state)
 
 
 class Snapshot(Case):

@@ -36,6 +36,9 @@ class UnitIndex:
         self.links = 0
 
     def clear(self) -> None:
+        """Forget everything; breaks the entry <-> record links so nothing waits for the GC."""
+        for entry in self.entries.values():
+            entry.rec = None
         self.links = 0
         self.entries.clear()
         self.records.clear()
@@ -89,17 +92,22 @@ class UnitIndex:
         rec.raw_id = 0
 
     # --- keys ---------------------------------------------------------------------
-    def add_key(self, rec: Record, key: Hashable) -> None:
+    def add_key(self, rec: Record, entry: Entry) -> None:
+        """``entry`` (now in :attr:`entries`) holds ``rec``'s proxy."""
         keys = rec.keys
         before = len(keys)
-        keys.add(key)
+        keys.add(entry.key)
+        rec.entry = entry
         if before == 1 and len(keys) == 2:
             self.links += 1
 
-    def discard_key(self, rec: Record, key: Hashable) -> None:
+    def discard_key(self, rec: Record, entry: Entry) -> None:
+        """``entry`` (already out of :attr:`entries`) no longer holds ``rec``'s proxy."""
         keys = rec.keys
         before = len(keys)
-        keys.discard(key)
+        keys.discard(entry.key)
+        if rec.entry is entry:
+            rec.entry = self.entries[next(iter(keys))] if keys else None
         if before == 2 and len(keys) == 1:
             self.links -= 1
 
@@ -139,11 +147,12 @@ class UnitIndex:
             if rec.keys:
                 return None
         else:
-            pids = unit.pids
-            if len(pids) != 1:
+            rec = unit.rec
+            if rec is None:
                 return None
-            rec = self.records.get(pids[0])
-            if rec is None or len(rec.keys) != 1:
+            if not self.links:  # then no record has two keys: ``rec`` has only this one
+                return rec
+            if len(rec.keys) != 1:
                 return None
         if not self.links:
             return rec
@@ -195,7 +204,8 @@ class UnitIndex:
             return unit.tier
         if unit.is_host_value:
             return "disk" if unit.file is not None else "host"
-        return self.records[unit.pids[0]].tier
+        rec = unit.rec
+        return (rec if rec is not None else self.records[unit.pids[0]]).tier
 
     def size(self, unit: Unit) -> int:
         """Bytes ``unit`` occupies on device, or would need to come back."""

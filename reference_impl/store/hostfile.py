@@ -33,7 +33,7 @@ from .lru import Recency
 from .proxy import ProxyObject, _Detail, _get_detail, _use_unmanaged
 from .tiers import OVERSIZED, TierMover
 from .tracking import Tracker
-from .units import Entry, StoreSnapshot
+from .units import Entry, Record, StoreSnapshot
 
 # A thread waiting this long for another thread's store lock inside an OOM
 # handler gives up (says "freed nothing") instead of risking a lock cycle
@@ -59,7 +59,13 @@ class _OomHook:
         return store._on_oom(shortfall)
 
 
-def _cleanup_dir(path: str) -> None:
+def _finalize_store(path: str, index: UnitIndex) -> None:
+    """At close or collection: unlink entries from records, remove the spill directory.
+
+    Entries and records point at each other (the hot paths' shortcuts); clearing the
+    index breaks those cycles so a dropped store frees its proxies by reference count.
+    """
+    index.clear()
     shutil.rmtree(path, ignore_errors=True)
 
 
@@ -93,9 +99,9 @@ class ProxifyHostFile(MutableMapping):
             )
         base = local_directory if local_directory is not None else worker_local_directory
         self.spill_dir = make_spill_dir(base)
-        self._finalizer = weakref.finalize(self, _cleanup_dir, self.spill_dir)
         self._lock = threading.RLock()
         self._index = UnitIndex()
+        self._finalizer = weakref.finalize(self, _finalize_store, self.spill_dir, self._index)
         self._entries = self._index.entries
         self._records = self._index.records
         self._recency = Recency()
@@ -173,8 +179,11 @@ class ProxifyHostFile(MutableMapping):
                     self._recency.device.pop(rec, None)
                     self._recency.host.pop(rec, None)
                     keys.add(key)
+                    rec.entry = entry
                 else:
-                    self._index.add_key(rec, key)
+                    self._index.add_key(rec, entry)
+            if len(pids) == 1:
+                entry.rec = rec
             del structure, value
             tiers.admit_one(entry)
             if self._inbox:
@@ -398,8 +407,7 @@ class ProxifyHostFile(MutableMapping):
                 self._tracker.drain()
             index, tiers, recency = self._index, self._tiers, self._recency
             rec = self._records[detail.pid]
-            keys = rec.keys
-            unit = self._entries[next(iter(keys))] if keys else rec  # units_of(rec)[0]
+            unit = rec.entry or rec  # units_of(rec)[0]
             obj = detail.obj
             if obj is not None:
                 if not index.links or index.solo_record(unit) is rec:
@@ -424,7 +432,7 @@ class ProxifyHostFile(MutableMapping):
             if rec is None:
                 return
             index = self._index
-            unit = self._entries[next(iter(rec.keys))] if rec.keys else rec
+            unit = rec.entry or rec
             if not index.links or index.solo_record(unit) is rec:
                 self._recency.touch_one(unit)
             else:
@@ -485,22 +493,28 @@ class ProxifyHostFile(MutableMapping):
             entry.file.remove()
         elif entry.is_host_value:
             tiers.host_bytes -= entry.leaf_nbytes
-        pids = entry.pids
+        rec = entry.rec
         entry.value = None  # drop our references: unshared proxies die right here
-        del entry
-        for pid in dict.fromkeys(pids):
-            rec = self._records.get(pid)
-            if rec is None:
-                continue
-            self._index.discard_key(rec, key)
-            if rec.keys:
-                continue
-            if rec() is None:
-                self._tracker.forget(pid)
-                continue
-            # Still referenced outside the store: it becomes an external of least recency.
-            tiers.place(rec)
-            recency.make_oldest(rec)
+        if rec is not None:  # one proxy, the common case
+            self._release(rec, entry)
+            return
+        records = self._records
+        for pid in dict.fromkeys(entry.pids):
+            rec = records.get(pid)
+            if rec is not None:
+                self._release(rec, entry)
+
+    def _release(self, rec: Record, entry: Entry) -> None:
+        """``entry`` no longer holds ``rec``'s proxy: forget it, or keep it as an external."""
+        self._index.discard_key(rec, entry)
+        if rec.keys:
+            return
+        if rec() is None:
+            self._tracker.forget(rec.pid, unit=False)  # a keyed record is in no LRU list
+            return
+        # Still referenced outside the store: it becomes an external of least recency.
+        self._tiers.place(rec)
+        self._recency.make_oldest(rec)
 
 
 def _check_key(key: object) -> None:

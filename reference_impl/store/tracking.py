@@ -116,16 +116,21 @@ class Tracker:
         """Forget every proxy that died since the last call."""
         inbox = self.inbox
         while inbox:
-            self.forget(inbox.popleft().pid)
+            pid = inbox.popleft().pid
+            if pid:  # 0: forgotten already, when its last key went
+                self.forget(pid)
 
-    def forget(self, pid: int) -> None:
+    def forget(self, pid: int, *, unit: bool = True) -> None:
+        """Stop tracking ``pid``; ``unit=False`` when it had keys, so no LRU list holds it."""
         rec = self.index.forget_record(pid)
         if rec is None:
             return
-        self.tiers.recency.remove(rec)
+        if unit:
+            self.tiers.recency.remove(rec)
         if rec.tier == "device":
             self.index.drop_allocs(rec)
         elif rec.tier == "host":
             self.tiers.host_bytes -= rec.host_nbytes
         else:
             self.tiers.disk_bytes -= rec.disk_nbytes  # the file died with its proxy
+        rec.pid = 0  # drain() skips it when its weakref callback queued it too

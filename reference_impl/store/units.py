@@ -24,7 +24,7 @@ class Record(weakref.ref):
     """
 
     __slots__ = (
-        "pid", "keys", "tier", "allocs", "host_nbytes", "disk_nbytes",
+        "pid", "keys", "entry", "tier", "allocs", "host_nbytes", "disk_nbytes",
         "restore_nbytes", "tick", "hseq", "raw_id", "__weakref__",
     )  # fmt: skip
 
@@ -36,6 +36,9 @@ class Record(weakref.ref):
         # weakref.ref.__new__ takes (proxy, callback) and did the referencing.
         self.pid = 0
         self.keys: set[Hashable] = set()
+        # The Entry of one of ``keys`` (None while it has none): a use of the proxy finds
+        # its unit here, without a lookup through ``keys`` and the store's entries.
+        self.entry: Entry | None = None
         self.tier = "device"
         self.allocs: dict[int, int] = {}
         self.host_nbytes = 0
@@ -61,12 +64,18 @@ class Entry:
     ``dask.sizeof`` and may itself be written to disk (then ``value`` is None).
     """
 
-    __slots__ = ("key", "value", "pids", "leaf_nbytes", "is_host_value", "file", "tick", "hseq")
+    __slots__ = (
+        "key", "value", "pids", "rec", "leaf_nbytes", "is_host_value", "file", "tick", "hseq",
+    )  # fmt: skip
 
     def __init__(self, key: Hashable, value: Any, pids: list[int], leaf_nbytes: int) -> None:
         self.key = key
         self.value = value
         self.pids = pids
+        # The record of its one proxy, set by the store when it holds exactly one: the
+        # hot paths read it directly instead of looking ``pids[0]`` up (fewer cache misses
+        # in a large store). A record held by a key stays tracked while the key lives.
+        self.rec: Record | None = None
         self.is_host_value = not pids
         self.leaf_nbytes = leaf_nbytes  # host leaves (for a host value: the whole value)
         self.file: Any = None

@@ -161,11 +161,11 @@ class ExternalDiesKeepsHostBytes(_Broken):
 
         real = Tracker.forget
 
-        def forget(self, pid):
+        def forget(self, pid, **kwargs):
             rec = self.index.records.get(pid)
             if rec is not None and not rec.keys and rec.tier == "host":
                 rec.host_nbytes = 0  # "externals are not in the host tally": they are
-            return real(self, pid)
+            return real(self, pid, **kwargs)
 
         Tracker.forget = forget
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import gc
 
 import numpy as np
 from conftest import NB, value_of
@@ -148,3 +149,23 @@ def test_a_value_pickled_in_band_is_sized_by_its_device_bytes(dev, make_store):
     assert s.stats()["spilled_bytes"] >= 2 * NB  # counted in device bytes, not frame bytes
     s["t"]
     assert s.snapshot().device_bytes == 2 * NB == dev.bytes_in_use()
+
+
+def test_a_dropped_store_frees_device_memory_without_the_collector(dev, arr, tmp_path):
+    """Its bookkeeping holds no reference cycle, so nothing waits for the cyclic GC."""
+    from reference_impl import ProxifyHostFile
+
+    gc.collect()
+    before = dev.bytes_in_use()
+    s = ProxifyHostFile(device=dev, device_memory_limit=3 * NB, local_directory=str(tmp_path))
+    s["a"] = arr(1)
+    s["b"] = [arr(2), arr(3)]
+    s["c"] = s["a"]  # one proxy under two keys
+    s.evict(NB)
+    assert dev.bytes_in_use() > before
+    gc.disable()
+    try:
+        del s
+        assert dev.bytes_in_use() == before
+    finally:
+        gc.enable()
