@@ -18,9 +18,18 @@ operation, in wall time and, in a second table, in this thread's CPU time (which
 leaves out the time other processes on a shared machine hold the cores). Arrays are 16 float64 (128 B) on the sim device, so the figures are
 the store's own bookkeeping, not copying.
 
-zict.Buffer runs in this process; dask-cuda 26.2 runs in its own environment
-(``.venv-daskcuda``, built by ``ci/dask-cuda-env.sh``) as a child process of this
-script. Its set is O(n) (``duplicate_check`` walks every proxy), so filling a store
+Each store runs in child processes of this script: the reference and zict.Buffer in
+``--processes`` fresh ones each (default 3), dask-cuda 26.2 in one, in its own
+environment (``.venv-daskcuda``, built by ``ci/dask-cuda-env.sh``). On the 2-core VM
+this project measures on, the same run's ratio differs by up to 0.25 from one process
+to the next (where the process's memory lands), so the table shows the process with
+the median ratio and lists every process's ratio beside it.
+
+What grows from 10^3 to 10^5 when the calls per op do not (``--calls``) is the cost
+of reaching a store's per-key objects once they are spread over more memory than the
+TLB covers. ``--huge-pages`` is the diagnosis: it runs every store with its objects
+from glibc malloc on transparent huge pages (``HUGE_PAGES_ENV``), checks that they
+really landed there (``AnonHugePages``), and the ratios that are page walks shrink. Its set is O(n) (``duplicate_check`` walks every proxy), so filling a store
 is O(N^2); it is skipped at the N where the projected fill time passes
 ``--peer-fill-budget`` seconds, and the projection is printed instead.
 
@@ -656,7 +665,25 @@ def run_all(
         shutil.rmtree(base, ignore_errors=True)
 
 
-def _peer_in_env(store: str, python: str, args: argparse.Namespace) -> Any:
+HUGE_PAGES_ENV = {"PYTHONMALLOC": "malloc", "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
+"""``--huge-pages``: every Python object from glibc malloc, whose heap glibc then
+madvises for transparent huge pages (glibc >= 2.35, THP ``madvise`` or ``always``)."""
+
+
+def anon_huge_kib() -> int:
+    """This process's anonymous memory on transparent huge pages, in KiB (0 if unknown)."""
+    try:
+        with open("/proc/self/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("AnonHugePages:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _child(store: str, python: str, args: argparse.Namespace, env: dict[str, str]) -> Any:
+    """One store measured in a fresh child process: its JSON result, or why it has none."""
     if not os.path.exists(python):
         return f"skipped: {python} not found (build it with ci/dask-cuda-env.sh)"
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
@@ -665,7 +692,7 @@ def _peer_in_env(store: str, python: str, args: argparse.Namespace) -> Any:
             "--ns", ",".join(map(str, args.ns)), "--batch", str(args.batch),
             "--repeat", str(args.repeat), "--peer-fill-budget", str(args.peer_fill_budget),
         ]  # fmt: skip
-        proc = subprocess.run(cmd, cwd=REPO, stdout=subprocess.PIPE, text=True)
+        proc = subprocess.run(cmd, cwd=REPO, stdout=subprocess.PIPE, text=True, env=env)
         if proc.returncode:
             return f"skipped: the child process failed ({proc.returncode})"
         with open(f.name) as fh:
@@ -676,27 +703,49 @@ def _fmt(v: Any) -> str:
     return f"{v * 1e6:9.2f}" if isinstance(v, float) else f"{'-':>9}"
 
 
+def _ratio(row: dict[str, Any], lo: str, hi: str) -> float | None:
+    a, b = row.get(lo), row.get(hi)
+    return b / a if isinstance(a, float) and isinstance(b, float) else None
+
+
+def median_run(runs: list[dict[str, Any]], clock: str, case: str, lo: str, hi: str) -> tuple:
+    """The run whose ratio is the median of the runs' ratios, and every run's ratio.
+
+    Each run is a fresh process; a ratio is only meaningful within one process (its N
+    were measured interleaved), so the table shows the median process, not a mix.
+    """
+    rows = [r[clock][case] for r in runs if case in r[clock]]
+    rated = sorted((x, i) for i, row in enumerate(rows) if (x := _ratio(row, lo, hi)) is not None)
+    if not rated:
+        return (rows[0] if rows else None), []
+    return rows[rated[(len(rated) - 1) // 2][1]], [x for x, _ in rated]
+
+
 def report(results: dict[str, Any], ns: list[int], clock: str) -> None:
     lo, hi = str(min(ns)), str(max(ns))
     head = "".join(f"{f'N={n:,}':>10}" for n in ns)
     what = "wall time" if clock == "wall" else "this thread's CPU time"
-    print(f"\nµs per op, {what} (best of rounds); ratio = N={int(hi):,} / N={int(lo):,}\n")
-    print(f"{'operation':<24}{'store':<13}{head}{'ratio':>8}")
+    print(f"\nµs per op, {what} (best of rounds); ratio = N={int(hi):,} / N={int(lo):,};")
+    print("with several processes per store, the process with the median ratio, and every ratio\n")
+    print(f"{'operation':<24}{'store':<13}{head}{'ratio':>8}  ratios of the processes")
     for case in CASES:
-        for store, res in results.items():
-            if isinstance(res, str) or case.name not in res[clock]:
+        for store, runs in results.items():
+            if isinstance(runs, str):
                 continue
-            row = res[clock][case.name]
+            row, ratios = median_run(runs, clock, case.name, lo, hi)
+            if row is None:
+                continue
             cells = "".join(f" {_fmt(row.get(str(n)))}" for n in ns)
-            a, b = row.get(lo), row.get(hi)
-            ratio = f"{b / a:8.2f}" if isinstance(a, float) and isinstance(b, float) else f"{'-':>8}"
-            print(f"{case.name:<24}{store:<13}{cells}{ratio}")
+            ratio = _ratio(row, lo, hi)
+            shown = f"{ratio:8.2f}" if ratio is not None else f"{'-':>8}"
+            spread = "  " + " ".join(f"{x:.2f}" for x in ratios) if len(ratios) > 1 else ""
+            print(f"{case.name:<24}{store:<13}{cells}{shown}{spread}")
             for n in ns:
                 if isinstance(row.get(str(n)), str):
                     print(f"{'':<37}N={n:,}: {row[str(n)]}")
-    for store, res in results.items():
-        if isinstance(res, str):
-            print(f"{store}: {res}")
+    for store, runs in results.items():
+        if isinstance(runs, str):
+            print(f"{store}: {runs}")
 
 
 def main() -> None:
@@ -705,6 +754,10 @@ def main() -> None:
                     default=[1000, 10000, 100000])  # fmt: skip
     ap.add_argument("--batch", type=int, default=200, help="operations per timed round")
     ap.add_argument("--repeat", type=int, default=7, help="timed rounds (after one warm-up)")
+    ap.add_argument("--processes", type=int, default=3,
+                    help="fresh processes per store (dask-cuda: one); the median ratio is shown")  # fmt: skip
+    ap.add_argument("--huge-pages", action="store_true",
+                    help="run the stores on transparent huge pages (a diagnosis: see the docstring)")  # fmt: skip
     ap.add_argument("--no-peers", action="store_true", help="reference only")
     ap.add_argument("--dask-cuda-python", default=os.path.join(REPO, ".venv-daskcuda/bin/python"))
     ap.add_argument("--peer-fill-budget", type=float, default=200.0,
@@ -715,9 +768,13 @@ def main() -> None:
     ap.add_argument("--json", help=argparse.SUPPRESS)
     args = ap.parse_args()
 
-    if args.only:  # a child run (dask-cuda in its own environment)
+    if args.only:  # a child run: one store, one process
         budget = args.peer_fill_budget if args.only == "dask-cuda" else None
-        res = run_all(args.only, args.ns, args.batch, args.repeat, budget)
+        try:
+            res: Any = run_all(args.only, args.ns, args.batch, args.repeat, budget)
+            res["anon_huge_kib"] = anon_huge_kib()
+        except ImportError as exc:
+            res = f"skipped: {exc}"
         with open(args.json, "w") as f:
             json.dump({args.only: res}, f)
         return
@@ -734,15 +791,27 @@ def main() -> None:
             shutil.rmtree(base, ignore_errors=True)
         return
 
+    env = dict(os.environ, **HUGE_PAGES_ENV) if args.huge_pages else dict(os.environ)
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f} at start")
-    print(f"N = {args.ns}, batch {args.batch}, best of {args.repeat} rounds\n", flush=True)
-    results: dict[str, Any] = {"reference": run_all("reference", args.ns, args.batch, args.repeat)}
+    print(f"N = {args.ns}, batch {args.batch}, best of {args.repeat} rounds, "
+          f"{args.processes} process(es) per store"
+          + (f", huge pages ({' '.join(f'{k}={v}' for k, v in HUGE_PAGES_ENV.items())})"
+             if args.huge_pages else "") + "\n", flush=True)  # fmt: skip
+    plan = [("reference", sys.executable, args.processes)]
     if not args.no_peers:
-        try:
-            results["zict.Buffer"] = run_all("zict.Buffer", args.ns, args.batch, args.repeat)
-        except ImportError as exc:
-            results["zict.Buffer"] = f"skipped: {exc}"
-        results["dask-cuda"] = _peer_in_env("dask-cuda", args.dask_cuda_python, args)
+        plan += [("zict.Buffer", sys.executable, args.processes),
+                 ("dask-cuda", args.dask_cuda_python, 1)]  # fmt: skip
+    results: dict[str, Any] = {}
+    for store, python, k in plan:
+        runs = [_child(store, python, args, env) for _ in range(k)]
+        failed = [r for r in runs if isinstance(r, str)]
+        results[store] = failed[0] if failed else runs
+        if args.huge_pages and not failed:
+            # The setting must prove it fired: a run without huge pages says so.
+            mib = [r["anon_huge_kib"] // 1024 for r in runs]
+            state = "in effect" if min(mib) > 0 else "NOT in effect for every process"
+            print(f"  {store}: huge pages {state}: {mib} MiB at the end of each process",
+                  file=sys.stderr, flush=True)
     report(results, args.ns, "wall")
     report(results, args.ns, "cpu")
     print(f"\nload average {os.getloadavg()[0]:.1f} at end")

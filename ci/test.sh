@@ -15,7 +15,7 @@ python -m ruff check .
 # The GPU check's dry run: arguments, wheel folder, imports, CUDA kernels under the simulator.
 bash ci/gpu_check.sh --dry-run --out reports/gpu-dry-run
 python -m pytest tests -n 2 "$@"
-# Every stress scenario at small sizes (python -m stress ...), the faults scenario excepted
-# (slow, and failing: issue 13); about 2 minutes on 2 cores.
+# Every stress scenario at small sizes (python -m stress ...), faults included; about
+# 2 minutes on 2 cores.
 python -m pytest stress -n 2 "$@"
 python -m pytest conformance --impl=reference --device=sim -n 2 "$@"
