@@ -613,10 +613,10 @@ def count_calls(case: Case, st: Any, n: int, batch: int) -> float:
 
 def run_all(
     store: str, ns: list[int], batch: int, repeat: int, fill_budget: float | None = None,
-    cases: list[str] | None = None,
+    cases: list[str] | None = None, directory: str | None = None,
 ) -> dict[str, dict[str, Any]]:  # fmt: skip
     """``{"wall"|"cpu": {case: {str(n): s/op or a "skipped: ..." string}}}`` for one store."""
-    base = tempfile.mkdtemp(prefix="store-scaling-")
+    base = tempfile.mkdtemp(prefix="store-scaling-", dir=directory)
     try:
         st = STORES[store](base)
         out: dict[str, dict[str, Any]] = {}
@@ -692,6 +692,10 @@ def _child(store: str, python: str, args: argparse.Namespace, env: dict[str, str
             "--ns", ",".join(map(str, args.ns)), "--batch", str(args.batch),
             "--repeat", str(args.repeat), "--peer-fill-budget", str(args.peer_fill_budget),
         ]  # fmt: skip
+        if args.cases:
+            cmd += ["--cases", ",".join(args.cases)]
+        if args.dir:
+            cmd += ["--dir", args.dir]
         proc = subprocess.run(cmd, cwd=REPO, stdout=subprocess.PIPE, text=True, env=env)
         if proc.returncode:
             return f"skipped: the child process failed ({proc.returncode})"
@@ -748,6 +752,15 @@ def report(results: dict[str, Any], ns: list[int], clock: str) -> None:
             print(f"{store}: {runs}")
 
 
+def _case_names(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    known = [c.name for c in CASES]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown operation(s) {unknown}; choose from {known}")
+    return names
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ns", type=lambda s: [int(float(x)) for x in s.split(",")],
@@ -759,6 +772,8 @@ def main() -> None:
     ap.add_argument("--huge-pages", action="store_true",
                     help="run the stores on transparent huge pages (a diagnosis: see the docstring)")  # fmt: skip
     ap.add_argument("--no-peers", action="store_true", help="reference only")
+    ap.add_argument("--cases", type=_case_names, help="comma-separated operations (default: all)")
+    ap.add_argument("--dir", help="where the stores spill (default: the system's temp directory)")
     ap.add_argument("--dask-cuda-python", default=os.path.join(REPO, ".venv-daskcuda/bin/python"))
     ap.add_argument("--peer-fill-budget", type=float, default=200.0,
                     help="dask-cuda: skip an N whose projected fill takes longer (s)")  # fmt: skip
@@ -771,7 +786,9 @@ def main() -> None:
     if args.only:  # a child run: one store, one process
         budget = args.peer_fill_budget if args.only == "dask-cuda" else None
         try:
-            res: Any = run_all(args.only, args.ns, args.batch, args.repeat, budget)
+            res: Any = run_all(
+                args.only, args.ns, args.batch, args.repeat, budget, args.cases, args.dir
+            )
             res["anon_huge_kib"] = anon_huge_kib()
         except ImportError as exc:
             res = f"skipped: {exc}"
@@ -791,8 +808,12 @@ def main() -> None:
             shutil.rmtree(base, ignore_errors=True)
         return
 
+    if args.dir:
+        args.dir = os.path.abspath(args.dir)
+        os.makedirs(args.dir, exist_ok=True)
     env = dict(os.environ, **HUGE_PAGES_ENV) if args.huge_pages else dict(os.environ)
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f} at start")
+    print(f"spill files under {args.dir or tempfile.gettempdir()}")
     print(f"N = {args.ns}, batch {args.batch}, best of {args.repeat} rounds, "
           f"{args.processes} process(es) per store"
           + (f", huge pages ({' '.join(f'{k}={v}' for k, v in HUGE_PAGES_ENV.items())})"

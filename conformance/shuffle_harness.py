@@ -232,19 +232,7 @@ class ShuffleCluster:
     # ------------------------------------------------------------------ running
     def load(self, tables: Sequence[Any]) -> Any:
         """The inputs as the adapter wants them, in place on the workers."""
-        load = getattr(self.adapter, "load_inputs", None)
-        if load is None:
-            return list(tables)
-        inputs = load(list(tables), self.env)
-        import distributed
-
-        futures = distributed.futures_of(inputs) if not isinstance(inputs, list) else [
-            f for f in inputs if isinstance(f, distributed.Future)
-        ]
-        if futures:
-            with self.client.as_current():
-                distributed.wait(futures, timeout=SHUFFLE_TIMEOUT)
-        return inputs
+        return load_inputs(self.adapter, self.env, self.client, tables, SHUFFLE_TIMEOUT)
 
     def shuffle(self, inputs: Any, on: Sequence[str], npartitions: int, *, measure=False):
         """Run one shuffle with a hang guard; with ``measure``, the per-worker peaks."""
@@ -363,6 +351,22 @@ class ShuffleCluster:
 
 class ShuffleHang(AssertionError):
     pass
+
+
+def load_inputs(adapter: Any, env: Any, client: Any, tables: Sequence[Any], timeout: float) -> Any:
+    """``tables`` placed as ``adapter`` wants them (its ``load_inputs``), waited for; a
+    ShuffleHang after ``timeout`` seconds. Any cluster with a client and an env will do."""
+    loader = getattr(adapter, "load_inputs", None)
+    if loader is None:
+        return list(tables)
+    inputs = call_with_timeout(lambda: loader(list(tables), env), timeout)
+    import distributed
+
+    futures = distributed.futures_of(inputs)
+    if futures:
+        with client.as_current():
+            distributed.wait(futures, timeout=timeout)
+    return inputs
 
 
 def call_with_timeout(fn: Callable[[], Any], timeout: float) -> Any:

@@ -11,24 +11,19 @@ from typing import Any
 import pyarrow as pa
 
 from conformance.shuffle_harness import ShuffleHang as Hang  # noqa: F401 - stress's name for it
-from conformance.shuffle_harness import call_with_timeout, device_peak, reset_device_peak
+from conformance.shuffle_harness import (
+    call_with_timeout,
+    device_peak,
+    load_inputs,
+    reset_device_peak,
+)
 
 from . import data
 
 
 def load(cluster: Any, tables: Sequence[pa.Table], timeout: float) -> Any:
     """The inputs placed as the adapter wants them, waited for."""
-    import distributed
-
-    loader = getattr(cluster.adapter, "load_inputs", None)
-    if loader is None:
-        return list(tables)
-    inputs = call_with_timeout(lambda: loader(list(tables), cluster.env), timeout)
-    futures = distributed.futures_of(inputs)
-    if futures:
-        with cluster.client.as_current():
-            distributed.wait(futures, timeout=timeout)
-    return inputs
+    return load_inputs(cluster.adapter, cluster.env, cluster.client, tables, timeout)
 
 
 def _bare(exc: BaseException) -> BaseException:

@@ -14,9 +14,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .record import RunRecord, Sample
+from conformance.shuffle_harness import DASK_FILES
 
-DASK_FILES = (".lock", ".dirlock", "global.lock", "purge.lock")
+from .record import RunRecord, Sample
 
 
 def files_bytes(directory: str) -> int:

@@ -11,11 +11,10 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
-from conformance.shuffle_harness import PhaseAction
+from conformance.shuffle_harness import DASK_FILES, PhaseAction
 
 from .. import data, runs
 from ..record import Outcome
-from ..sampler import DASK_FILES
 
 PHASES = ("transfer", "barrier", "unpack")
 FSIZE = 4096
