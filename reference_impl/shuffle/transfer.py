@@ -117,7 +117,12 @@ def transfer(shuffle_id: str, spec: dict[str, Any], indices: list[int], *inputs:
         ext.flush(run)
         ext.check_disk(run, "transfer")
     except Exception as exc:
+        # The exception can live on after this task: raised on the event loop (a send's
+        # run.check()) it also sits in a cycle there, with the tornado future that carried
+        # it through sync(). Its traceback would keep this frame, and so the inputs, alive
+        # until a garbage collection: clear the finished frames, then drop the traceback.
         traceback.clear_frames(exc.__traceback__)
+        exc.__traceback__ = None
         return {"worker": me, "error": _failed(ext, run, exc)}
     return {"worker": me, "rows": rows}
 

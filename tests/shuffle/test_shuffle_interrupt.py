@@ -7,7 +7,9 @@ barrier and unpack tasks: the scheduler then never sees a barrier, whose release
 ended a shuffle. Before the coordinator handled that, 2 of 3 runs of the first test left
 112 shards and the spill files on each worker. The last two tests force both orders. A
 transfer that started after its shuffle was closed also raised, and the worker's record of
-that error kept the task's frames, and so its 4 input tables, alive (1 run in 5)."""
+that error kept the task's frames, and so its 4 input tables, alive (1 run in 5). A send
+that found the shuffle closed did the same through the event loop's copy of its error (1 run
+in 5-10, until a garbage collection; ``test_transfer_error_frees_inputs.py``)."""
 
 from __future__ import annotations
 
