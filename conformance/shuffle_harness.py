@@ -45,9 +45,6 @@ class SuiteDevice(WorkerPlugin):
 
         set_default_device(get_device(self.kind, self.capacity))
 
-    def teardown(self, worker: Any) -> None:
-        pass
-
 
 def reset_device_peak() -> int:
     """On a worker: reset its default device's high-water mark; the bytes in use now."""
