@@ -20,18 +20,18 @@ the store's own bookkeeping, not copying.
 
 Each store runs in child processes of this script: the reference and zict.Buffer in
 ``--processes`` fresh ones each (default 3), dask-cuda 26.2 in one, in its own
-environment (``.venv-daskcuda``, built by ``ci/dask-cuda-env.sh``). On the 2-core VM
-this project measures on, the same run's ratio differs by up to 0.25 from one process
-to the next (where the process's memory lands), so the table shows the process with
-the median ratio and lists every process's ratio beside it.
+environment (``.venv-daskcuda``, built by ``ci/dask-cuda-env.sh``). dask-cuda's set
+is O(n) (``duplicate_check`` walks every proxy), so filling its store is O(N^2); it is
+skipped at the N where the projected fill time passes ``--peer-fill-budget`` seconds,
+and the projection is printed instead. On the 2-core VM this project measures on, one
+process's ratio differs from the next by up to 0.6 (where the process's memory lands),
+so the table shows the process with the median ratio and lists every process's ratio.
 
 What grows from 10^3 to 10^5 when the calls per op do not (``--calls``) is the cost
 of reaching a store's per-key objects once they are spread over more memory than the
 TLB covers. ``--huge-pages`` is the diagnosis: it runs every store with its objects
 from glibc malloc on transparent huge pages (``HUGE_PAGES_ENV``), checks that they
-really landed there (``AnonHugePages``), and the ratios that are page walks shrink. Its set is O(n) (``duplicate_check`` walks every proxy), so filling a store
-is O(N^2); it is skipped at the N where the projected fill time passes
-``--peer-fill-budget`` seconds, and the projection is printed instead.
+really landed there (``AnonHugePages``), and the ratios that are page walks shrink.
 
 ``tests/store/test_store_scaling.py`` runs the reference cases at 10^3 and 10^4.
 """

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import distributed
 from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
 
 from .api import ShuffleEnv
@@ -184,7 +185,6 @@ class ShuffleCluster:
         host_limit: int | None = None,
     ) -> None:
         import dask
-        import distributed
 
         self.adapter = adapter
         self.on_device = "shuffle.device" in adapter.capabilities
@@ -357,8 +357,6 @@ def load_inputs(adapter: Any, env: Any, client: Any, tables: Sequence[Any], time
     if loader is None:
         return list(tables)
     inputs = call_with_timeout(lambda: loader(list(tables), env), timeout)
-    import distributed
-
     futures = distributed.futures_of(inputs)
     if futures:
         with client.as_current():
