@@ -175,9 +175,9 @@ class ProxifyHostFile(MutableMapping):
             for pid in pids:
                 rec = records[pid]
                 keys = rec.keys
-                if not keys:  # an external until now (or new): recency.remove(rec)
-                    self._recency.device.pop(rec, None)
-                    self._recency.host.pop(rec, None)
+                if not keys:  # an external until now (or new)
+                    if rec.lru:
+                        self._recency.remove(rec)
                     keys.add(key)
                     rec.entry = entry
                 else:
@@ -332,7 +332,7 @@ class ProxifyHostFile(MutableMapping):
                 device_bytes=self._index.device_bytes,
                 host_bytes=self._tiers.host_bytes,
                 disk_bytes=self._tiers.disk_bytes,
-                lru=[u.key for u in self._recency.device if isinstance(u, Entry)],
+                lru=[u.key for u in self._recency.device_units() if isinstance(u, Entry)],
                 n_externals=sum(1 for r in self._records.values() if r.external),
             )
 

@@ -16,7 +16,7 @@ from . import serialize
 from .disk import SpillDir, SpillFile
 from .errors import SpillWarning
 from .groups import Unit, UnitIndex
-from .lru import Recency
+from .lru import DEVICE, HOST, Recency
 from .proxy import _Detail, _get_detail
 from .serialize import Payload
 from .units import Entry, Record
@@ -68,14 +68,7 @@ class TierMover:
             # The hot path: one solo unit, already on device, and everything fits.
             rec = index.solo_record(unit)
             if rec is not None and rec.tier == "device":
-                recency = self.recency
-                recency.host.pop(unit, None)  # recency.place(unit, "device")
-                device = recency.device
-                unit.tick = next(recency.ticks)  # recency.touch_one(unit)
-                if unit in device:
-                    device.move_to_end(unit)
-                else:
-                    device[unit] = None
+                self.recency.place_newest(unit)
                 limit = self.memory_limit
                 if limit is not None and self.host_bytes > limit:
                     self.cascade()
@@ -90,8 +83,7 @@ class TierMover:
             unit = units[0]
             rec = index.solo_record(unit)
             if rec is not None and rec.tier == "device":
-                recency.place(unit, "device")
-                recency.touch_one(unit)
+                recency.place_newest(unit)
                 self.cascade()
                 return
         pinned = recency.pin(units)
@@ -121,7 +113,7 @@ class TierMover:
             victim = recency.device_victim(blocked)
             if victim is None:
                 break
-            group = [u for u in index.group(victim) if u in recency.device]
+            group = [u for u in index.group(victim) if u.lru == DEVICE]
             if any(u in recency.pinned for u in group):
                 blocked.update(group)
                 continue
@@ -130,7 +122,7 @@ class TierMover:
             freed += before - index.device_bytes
             # A member whose proxy died on another thread mid-call cannot be
             # spilled; it waits for the next drain. Never pick it again here.
-            blocked.update(u for u in group if u in recency.device)
+            blocked.update(u for u in group if u.lru == DEVICE)
         return freed
 
     def cascade(self) -> None:
@@ -152,9 +144,9 @@ class TierMover:
         for victim in victims:
             if self.host_bytes <= limit:
                 break
-            if victim in skip or victim not in recency.host:
+            if victim in skip or victim.lru != HOST:
                 continue
-            group = [u for u in index.group(victim) if u in recency.host]
+            group = [u for u in index.group(victim) if u.lru == HOST]
             if any(u in recency.pinned for u in group):
                 continue
             try:

@@ -25,7 +25,7 @@ class Record(weakref.ref):
 
     __slots__ = (
         "pid", "keys", "entry", "tier", "allocs", "host_nbytes", "disk_nbytes",
-        "restore_nbytes", "tick", "hseq", "raw_id", "__weakref__",
+        "restore_nbytes", "tick", "lru", "seq", "raw_id", "__weakref__",
     )  # fmt: skip
 
     __hash__ = object.__hash__
@@ -45,7 +45,8 @@ class Record(weakref.ref):
         self.disk_nbytes = 0
         self.restore_nbytes = 0  # device bytes needed to bring it back
         self.tick = 0
-        self.hseq = 0  # sequence number of its live entry in Recency's host heap
+        self.lru = 0  # which of Recency's lists holds it (lru.NONE, DEVICE, HOST)
+        self.seq = 0  # sequence number of its live entry there
         self.raw_id = 0  # id() of its device object in UnitIndex.raw (0: none)
 
     @property
@@ -65,7 +66,7 @@ class Entry:
     """
 
     __slots__ = (
-        "key", "value", "pids", "rec", "leaf_nbytes", "is_host_value", "file", "tick", "hseq",
+        "key", "value", "pids", "rec", "leaf_nbytes", "is_host_value", "file", "tick", "lru", "seq",
     )  # fmt: skip
 
     def __init__(self, key: Hashable, value: Any, pids: list[int], leaf_nbytes: int) -> None:
@@ -80,7 +81,8 @@ class Entry:
         self.leaf_nbytes = leaf_nbytes  # host leaves (for a host value: the whole value)
         self.file: Any = None
         self.tick = 0
-        self.hseq = 0
+        self.lru = 0
+        self.seq = 0
 
 
 @dataclass(frozen=True)

@@ -153,17 +153,18 @@ class UseIsNotRecorded(_Broken):
     def __init__(self):
         super().__init__()
         from reference_impl.store.hostfile import ProxifyHostFile
+        from reference_impl.store.lru import DEVICE
 
         real = ProxifyHostFile._use_proxy
 
         def _use_proxy(self, proxy, detail):
             with self._lock:  # private: put the device LRU back as it was before the use
-                order = list(self._recency.device)
+                recency = self._recency
+                order = recency.device_units()
                 obj = real(self, proxy, detail)
-                device = self._recency.device
                 for unit in order:
-                    if unit in device:
-                        device.move_to_end(unit)
+                    if unit.lru == DEVICE:
+                        recency._append(unit)  # re-queued in the old order
                 return obj
 
         ProxifyHostFile._use_proxy = _use_proxy
@@ -179,11 +180,22 @@ class HostTierIsFifo(_Broken):
 
     def __init__(self):
         super().__init__()
-        from reference_impl.store.lru import Recency  # private: process-wide
+        from reference_impl.store.lru import HOST, Recency  # private: process-wide
+
+        real_place = Recency.place
+
+        def place(self, unit, tier):
+            arrivals = self.__dict__.setdefault("arrivals", {})
+            if tier == "host" and unit.lru != HOST:
+                arrivals.pop(unit, None)
+                arrivals[unit] = None  # the order units arrived on host, never refreshed
+            real_place(self, unit, tier)
 
         def host_victims(self, size):
-            return iter([u for u in self.host if u not in self.pinned])
+            arrivals = self.__dict__.get("arrivals", {})
+            return iter([u for u in arrivals if u.lru == HOST and u not in self.pinned])
 
+        Recency.place = place
         Recency.host_victims = host_victims
 
 
