@@ -41,6 +41,8 @@ class UnitIndex:
         """Forget everything; breaks the entry <-> record links so nothing waits for the GC."""
         for entry in self.entries.values():
             entry.rec = None
+        for rec in self.records.values():
+            rec.holders = None
         self.links = 0
         self.entries.clear()
         self.records.clear()
@@ -98,42 +100,43 @@ class UnitIndex:
 
     # --- keys ---------------------------------------------------------------------
     def add_key(self, rec: Record, entry: Entry) -> None:
-        """``entry`` (now in :attr:`entries`) holds ``rec``'s proxy."""
-        keys = rec.keys
-        before = len(keys)
-        keys.add(entry.key)
-        rec.entry = entry
-        if before == 1 and len(keys) == 2:
+        """``entry`` (now in :attr:`entries`) holds ``rec``'s proxy (again is a no-op)."""
+        holders = rec.holders
+        if holders is None:
+            rec.holders = entry
+        elif type(holders) is set:
+            holders.add(entry)
+        elif holders is not entry:
+            rec.holders = {holders, entry}
             self.links += 1
 
     def discard_key(self, rec: Record, entry: Entry) -> None:
         """``entry`` (already out of :attr:`entries`) no longer holds ``rec``'s proxy."""
-        keys = rec.keys
-        before = len(keys)
-        keys.discard(entry.key)
-        if rec.entry is entry:
-            rec.entry = self.entries[next(iter(keys))] if keys else None
-        if before == 2 and len(keys) == 1:
-            self.links -= 1
+        holders = rec.holders
+        if holders is entry:
+            rec.holders = None
+        elif type(holders) is set:
+            holders.discard(entry)
+            if len(holders) == 1:
+                rec.holders = holders.pop()
+                self.links -= 1
 
     def forget_record(self, pid: int) -> Record | None:
         """Stop tracking ``pid`` (its allocations are dropped by the caller)."""
         rec = self.records.pop(pid, None)
-        if rec is not None and len(rec.keys) >= 2:
+        if rec is not None and type(rec.holders) is set:
             self.links -= 1
         return rec
 
     def count_links(self) -> int:
         """Recount :attr:`links` from scratch (for tests of the invariant)."""
-        shared_recs = sum(1 for r in self.records.values() if len(r.keys) >= 2)
+        shared_recs = sum(1 for r in self.records.values() if type(r.holders) is set)
         return shared_recs + sum(1 for h in self.alloc_pids.values() if type(h) is set)
 
     # --- units and groups ------------------------------------------------------
     def units_of(self, rec: Record) -> list[Unit]:
         """The units ``rec`` belongs to: the entries holding it, or itself if external."""
-        if rec.keys:
-            return [self.entries[k] for k in rec.keys]
-        return [rec]
+        return rec.entries() or [rec]
 
     def recs_of(self, unit: Unit) -> list[Record]:
         if isinstance(unit, Record):
@@ -149,7 +152,7 @@ class UnitIndex:
         """
         if type(unit) is Record:
             rec = unit
-            if rec.keys:
+            if rec.holders is not None:
                 return None
         else:
             rec = unit.rec
@@ -157,7 +160,7 @@ class UnitIndex:
                 return None
             if not self.links:  # then no record has two keys: ``rec`` has only this one
                 return rec
-            if len(rec.keys) != 1:
+            if type(rec.holders) is set:
                 return None
         if not self.links:
             return rec
@@ -228,6 +231,5 @@ class UnitIndex:
 
     def key_name(self, rec: Record | None) -> str:
         """A key holding ``rec``, for error messages."""
-        if rec is None or not rec.keys:
-            return "<external>"
-        return repr(next(iter(rec.keys)))
+        entry = None if rec is None else rec.some_entry()
+        return "<external>" if entry is None else repr(entry.key)

@@ -174,12 +174,10 @@ class ProxifyHostFile(MutableMapping):
             records = self._records
             for pid in pids:
                 rec = records[pid]
-                keys = rec.keys
-                if not keys:  # an external until now (or new)
+                if rec.holders is None:  # an external until now (or new)
                     if rec.lru:
                         self._recency.remove(rec)
-                    keys.add(key)
-                    rec.entry = entry
+                    rec.holders = entry
                 else:
                     self._index.add_key(rec, entry)
             if len(pids) == 1:
@@ -407,7 +405,9 @@ class ProxifyHostFile(MutableMapping):
                 self._tracker.drain()
             index, tiers, recency = self._index, self._tiers, self._recency
             rec = self._records[detail.pid]
-            unit = rec.entry or rec  # units_of(rec)[0]
+            unit = rec.holders or rec  # units_of(rec)[0]
+            if type(unit) is set:
+                unit = next(iter(unit))
             obj = detail.obj
             if obj is not None:
                 if not index.links or index.solo_record(unit) is rec:
@@ -432,7 +432,9 @@ class ProxifyHostFile(MutableMapping):
             if rec is None:
                 return
             index = self._index
-            unit = rec.entry or rec
+            unit = rec.holders or rec
+            if type(unit) is set:
+                unit = next(iter(unit))
             if not index.links or index.solo_record(unit) is rec:
                 self._recency.touch_one(unit)
             else:
@@ -507,7 +509,7 @@ class ProxifyHostFile(MutableMapping):
     def _release(self, rec: Record, entry: Entry) -> None:
         """``entry`` no longer holds ``rec``'s proxy: forget it, or keep it as an external."""
         self._index.discard_key(rec, entry)
-        if rec.keys:
+        if rec.holders is not None:
             return
         if rec() is None:
             self._tracker.forget(rec.pid, unit=False)  # a keyed record is in no LRU list

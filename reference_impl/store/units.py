@@ -24,7 +24,7 @@ class Record(weakref.ref):
     """
 
     __slots__ = (
-        "pid", "keys", "entry", "tier", "allocs", "host_nbytes", "disk_nbytes",
+        "pid", "holders", "tier", "allocs", "host_nbytes", "disk_nbytes",
         "restore_nbytes", "tick", "lru", "seq", "raw_id", "__weakref__",
     )  # fmt: skip
 
@@ -35,10 +35,10 @@ class Record(weakref.ref):
     def __init__(self, proxy: Any, callback: Callable[[Record], Any] | None = None) -> None:
         # weakref.ref.__new__ takes (proxy, callback) and did the referencing.
         self.pid = 0
-        self.keys: set[Hashable] = set()
-        # The Entry of one of ``keys`` (None while it has none): a use of the proxy finds
-        # its unit here, without a lookup through ``keys`` and the store's entries.
-        self.entry: Entry | None = None
+        # The entries (keys) holding the proxy: None for an external, the Entry itself
+        # for one key (the common case: no set to allocate, or to reach on every use),
+        # a set of two or more otherwise.
+        self.holders: Entry | set[Entry] | None = None
         self.tier = "device"
         self.allocs: dict[int, int] = {}
         self.host_nbytes = 0
@@ -51,7 +51,19 @@ class Record(weakref.ref):
 
     @property
     def external(self) -> bool:
-        return not self.keys
+        return self.holders is None
+
+    def entries(self) -> list[Entry]:
+        """The entries holding the proxy (none for an external)."""
+        holders = self.holders
+        if holders is None:
+            return []
+        return list(holders) if type(holders) is set else [holders]
+
+    def some_entry(self) -> Entry | None:
+        """One entry holding the proxy, or None for an external."""
+        holders = self.holders
+        return next(iter(holders)) if type(holders) is set else holders
 
     @property
     def device_nbytes(self) -> int:

@@ -163,7 +163,7 @@ class ExternalDiesKeepsHostBytes(_Broken):
 
         def forget(self, pid, **kwargs):
             rec = self.index.records.get(pid)
-            if rec is not None and not rec.keys and rec.tier == "host":
+            if rec is not None and rec.external and rec.tier == "host":
                 rec.host_nbytes = 0  # "externals are not in the host tally": they are
             return real(self, pid, **kwargs)
 
