@@ -56,12 +56,15 @@ class UnitIndex:
         rec.tier = "device"
         obj, handler, pid = detail.obj, detail.handler, rec.pid
         if handler is ARRAY:  # one base allocation: skip the list the protocol returns
-            aid, nbytes = device.allocation_of(obj)
-            allocs = rec.allocs = {aid: nbytes}
+            pair = device.allocation_of(obj)
+            rec.alloc_id, rec.alloc_nbytes = pair
+            items: Any = (pair,)
         else:
-            allocs = rec.allocs = dict(handler.allocations(obj, device))
+            allocs = dict(handler.allocations(obj, device))
+            rec.set_allocs(allocs)
+            items = allocs.items()
         alloc_pids = self.alloc_pids
-        for aid, nbytes in allocs.items():
+        for aid, nbytes in items:
             holders = alloc_pids.get(aid)
             if holders is None:
                 alloc_pids[aid] = pid
@@ -78,8 +81,9 @@ class UnitIndex:
 
     def drop_allocs(self, rec: Record, obj: Any = None) -> None:
         """Uncount ``rec``'s device object; an allocation is freed with its last holder."""
-        alloc_pids, pid = self.alloc_pids, rec.pid
-        for aid, nbytes in rec.allocs.items():
+        alloc_pids, pid, aid = self.alloc_pids, rec.pid, rec.alloc_id
+        items = ((aid, rec.alloc_nbytes),) if aid is not None else (rec.more_allocs or {}).items()
+        for aid, nbytes in items:
             holders = alloc_pids[aid]
             if type(holders) is int:
                 if holders == pid:  # its last holder: the allocation is freed
@@ -90,7 +94,7 @@ class UnitIndex:
                 if len(holders) == 1:
                     alloc_pids[aid] = holders.pop()
                     self.links -= 1
-        rec.allocs = {}
+        rec.alloc_id, rec.alloc_nbytes, rec.more_allocs = None, 0, None
         # Only add_allocs maps an id to a pid, and it records that id on the record, so
         # the one raw entry that can name ``rec`` is at rec.raw_id: no scan of the table.
         rid = rec.raw_id if obj is None else id(obj)
@@ -165,8 +169,11 @@ class UnitIndex:
         if not self.links:
             return rec
         alloc_pids = self.alloc_pids
-        for aid in rec.allocs:
-            if type(alloc_pids.get(aid)) is set:  # shared with another record
+        aid = rec.alloc_id
+        if aid is not None:  # shared with another record when its holders are a set
+            return None if type(alloc_pids.get(aid)) is set else rec
+        for aid in rec.more_allocs or ():
+            if type(alloc_pids.get(aid)) is set:
                 return None
         return rec
 

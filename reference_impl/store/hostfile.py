@@ -29,7 +29,7 @@ from reference_impl.device import Device, get_device, parse_bytes
 from .disk import SpillDir, make_spill_dir
 from .errors import StoreClosedError
 from .groups import Unit, UnitIndex
-from .lru import Recency
+from .lru import DEVICE, Recency
 from .proxy import ProxyObject, _Detail, _get_detail, _use_unmanaged
 from .tiers import OVERSIZED, TierMover
 from .tracking import Tracker
@@ -239,6 +239,20 @@ class ProxifyHostFile(MutableMapping):
     # the key in between. Under the (reentrant) store lock each is one step.
     def pop(self, key: Hashable, *default: Any) -> Any:
         with self._lock:
+            if self._closed:
+                _check_key(key)
+                self._enter()
+            try:
+                entry = self._entries.get(key)
+            except TypeError:
+                _check_key(key)
+                raise
+            if entry is not None and self._on_device_alone(entry):
+                # Nothing to bring back, and a use of a key that is going changes nothing.
+                value = entry.value
+                self._remove_entry(key)
+                self._tracker.drain()
+                return value
             return super().pop(key, *default)
 
     def popitem(self) -> tuple[Hashable, Any]:
@@ -373,7 +387,7 @@ class ProxifyHostFile(MutableMapping):
                 proxy = rec()
                 if proxy is not None:
                     detail = _get_detail(proxy)
-                    detail.store_ref = None
+                    detail.store_ref = detail.rec = None
                     if detail.file is not None:
                         detail.file.remove()
                         detail.file = None
@@ -404,7 +418,7 @@ class ProxifyHostFile(MutableMapping):
             if self._inbox:
                 self._tracker.drain()
             index, tiers, recency = self._index, self._tiers, self._recency
-            rec = self._records[detail.pid]
+            rec = detail.rec
             unit = rec.holders or rec  # units_of(rec)[0]
             if type(unit) is set:
                 unit = next(iter(unit))
@@ -428,8 +442,8 @@ class ProxifyHostFile(MutableMapping):
         with self._lock:
             if self._closed or detail.store_ref is None:
                 return
-            rec = self._records.get(detail.pid)
-            if rec is None:
+            rec = detail.rec
+            if rec is None or not rec.pid:  # forgotten
                 return
             index = self._index
             unit = rec.holders or rec
@@ -445,7 +459,7 @@ class ProxifyHostFile(MutableMapping):
         with self._lock:
             if self._closed or detail.obj is not None:
                 return
-            self._tiers.write_back(self._records[detail.pid], detail, obj)
+            self._tiers.write_back(detail.rec, detail, obj)
 
     def _pickle_state(self, detail: _Detail) -> Any:
         """What a pickled proxy carries: the object, or host frames; never unspills."""
@@ -456,8 +470,7 @@ class ProxifyHostFile(MutableMapping):
                 return detail.payload
             if detail.file is None or self._closed:
                 return None
-            rec = self._records.get(detail.pid)
-            return self._tiers.disk.read(detail.file, self._index.key_name(rec))
+            return self._tiers.disk.read(detail.file, self._index.key_name(detail.rec))
 
     def _on_oom(self, shortfall: int) -> bool:
         """Spill-on-demand: free ``shortfall`` device bytes; True if anything was freed."""
@@ -476,9 +489,16 @@ class ProxifyHostFile(MutableMapping):
 
     # --- internals -----------------------------------------------------------------
     def _on_device_alone(self, entry: Entry) -> bool:
-        """True when ``entry`` is one device-resident proxy that no other unit shares."""
-        rec = self._index.solo_record(entry)
-        return rec is not None and rec.tier == "device"
+        """True when ``entry`` is one device-resident proxy that no other unit shares.
+
+        Read from the entry alone while nothing in the store is shared (``links`` is 0):
+        a solo entry sits in the device log exactly when its record is on device.
+        """
+        rec = entry.rec
+        if rec is None or entry.lru != DEVICE:
+            return False
+        index = self._index
+        return not index.links or index.solo_record(entry) is rec
 
     def _enter(self) -> None:
         if self._closed:

@@ -24,7 +24,7 @@ from .serialize import Payload
 class _Detail:
     """A proxy's mutable state; exactly one of obj / payload / file is set."""
 
-    __slots__ = ("obj", "payload", "file", "type_", "meta", "handler", "device", "store_ref", "pid")
+    __slots__ = ("obj", "payload", "file", "type_", "meta", "handler", "device", "store_ref", "rec")
 
     def __init__(self, obj: Any, handler: Any, device: Any) -> None:
         self.obj = obj
@@ -35,7 +35,9 @@ class _Detail:
         self.handler = handler
         self.device = device
         self.store_ref: weakref.ref | None = None
-        self.pid = 0
+        # The store's record of this proxy while a store manages it: a use reaches its
+        # bookkeeping from here, with no lookup in a table as large as the store.
+        self.rec: Any = None
 
     @property
     def tier(self) -> str:
@@ -111,7 +113,7 @@ def _rebuild_proxy(state: Any, meta: dict[str, Any], type_: type, handler: Any) 
         detail.handler = handler
         detail.device = _default_device_for(type_, get_device, handler, meta)
         detail.store_ref = None
-        detail.pid = 0
+        detail.rec = None
         return ProxyObject(detail)
     return ProxyObject(_Detail(state, handler, None))
 

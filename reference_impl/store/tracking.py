@@ -64,7 +64,7 @@ class Tracker:
         pid = next(self._pids)
         rec = Record(proxy, self._queue_dead)
         rec.pid = pid
-        detail.pid = pid
+        detail.rec = rec
         detail.store_ref = self.store_ref
         index.records[pid] = rec
         index.add_allocs(rec, detail, device)
@@ -76,7 +76,7 @@ class Tracker:
         detail = _get_detail(proxy)
         owner = detail.store()
         if owner is not None and owner is self.store_ref():
-            pids.append(detail.pid)
+            pids.append(detail.rec.pid)
             return proxy
         if owner is not None and not owner._closed:
             raise ValueError(
@@ -99,7 +99,7 @@ class Tracker:
         pid = next(self._pids)
         rec = Record(proxy, self._queue_dead)
         rec.pid = pid
-        detail.pid = pid
+        detail.rec = rec
         detail.store_ref = self.store_ref
         self.index.records[pid] = rec
         if detail.obj is not None:

@@ -24,7 +24,7 @@ class Record(weakref.ref):
     """
 
     __slots__ = (
-        "pid", "holders", "tier", "allocs", "host_nbytes", "disk_nbytes",
+        "pid", "holders", "tier", "alloc_id", "alloc_nbytes", "more_allocs", "host_nbytes", "disk_nbytes",
         "restore_nbytes", "tick", "lru", "seq", "raw_id", "__weakref__",
     )  # fmt: skip
 
@@ -40,7 +40,11 @@ class Record(weakref.ref):
         # a set of two or more otherwise.
         self.holders: Entry | set[Entry] | None = None
         self.tier = "device"
-        self.allocs: dict[int, int] = {}
+        # Its device allocations (none unless on device). One, the common case, sits in
+        # two slots (no dict to allocate or to reach on every del); two or more in a dict.
+        self.alloc_id: int | None = None
+        self.alloc_nbytes = 0
+        self.more_allocs: dict[int, int] | None = None
         self.host_nbytes = 0
         self.disk_nbytes = 0
         self.restore_nbytes = 0  # device bytes needed to bring it back
@@ -66,8 +70,25 @@ class Record(weakref.ref):
         return next(iter(holders)) if type(holders) is set else holders
 
     @property
+    def allocs(self) -> dict[int, int]:
+        """``{allocation id: nbytes}`` of its device object (a new dict: read-only use)."""
+        if self.alloc_id is not None:
+            return {self.alloc_id: self.alloc_nbytes}
+        return dict(self.more_allocs) if self.more_allocs else {}
+
+    def set_allocs(self, allocs: dict[int, int]) -> None:
+        if len(allocs) == 1:
+            self.alloc_id, self.alloc_nbytes = next(iter(allocs.items()))
+            self.more_allocs = None
+        else:
+            self.alloc_id, self.alloc_nbytes = None, 0
+            self.more_allocs = allocs or None
+
+    @property
     def device_nbytes(self) -> int:
-        return sum(self.allocs.values())
+        if self.alloc_id is not None:
+            return self.alloc_nbytes
+        return sum(self.more_allocs.values()) if self.more_allocs else 0
 
 
 class Entry:

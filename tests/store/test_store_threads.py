@@ -7,6 +7,7 @@ import random
 import threading
 import time
 
+import pytest
 from conftest import NB
 
 from reference_impl import ProxifyHostFile, get_device
@@ -82,22 +83,37 @@ def test_thread_hammer_with_deadline(tmp_path):
     s.close()
 
 
-def test_pop_with_default_is_atomic_against_a_racing_delete(arr, dev, tmp_path):
-    """Forced interleaving: another thread deletes the key between pop's read and its delete."""
+@pytest.mark.parametrize("tier", ["device", "host"])
+def test_pop_with_default_is_atomic_against_a_racing_delete(arr, dev, tmp_path, tier):
+    """Forced interleaving: another thread deletes the key between pop's read and its delete.
+
+    A device value is popped without a get (read, then removed); a spilled one is read
+    back through ``__getitem__`` first. The hook waits at whichever pop reaches first.
+    """
     read_done, deleted = threading.Event(), threading.Event()
     popper: list[threading.Thread] = []
+
+    def after_read() -> None:
+        if popper and threading.current_thread() is popper[0] and not read_done.is_set():
+            read_done.set()
+            deleted.wait(1)  # a pop that holds the store lock here makes this time out
 
     class Hooked(ProxifyHostFile):
         def __getitem__(self, key):
             value = super().__getitem__(key)
-            if popper and threading.current_thread() is popper[0]:
-                read_done.set()
-                deleted.wait(1)  # a pop that holds the store lock here makes this time out
+            after_read()
             return value
+
+        def _remove_entry(self, key):
+            after_read()
+            super()._remove_entry(key)
 
     s = Hooked(device=dev, device_memory_limit=3 * NB, local_directory=str(tmp_path))
     try:
         s["k"] = arr(1.0)
+        if tier == "host":
+            s.evict(NB)
+        assert s.tier_of("k") == tier
         outcome: list[object] = []
 
         def pop() -> None:
