@@ -52,18 +52,32 @@ class ArrayType:
         return device.asarray(host)
 
     def metadata(self, obj: Any) -> dict[str, Any]:
+        """Shared by every array of one shape and dtype: a proxy reads it, never writes it.
+
+        Arrays of one shape are the common case (a dask array's chunks), and one dict
+        for all of them is one object fewer to build, keep and free per proxy.
+        """
         shape = tuple(obj.shape)
-        meta = {
-            "nbytes": int(obj.nbytes),
-            "shape": shape,
-            "dtype": obj.dtype,
-            "ndim": len(shape),
-            "size": int(obj.size),
-        }
-        if shape:
-            meta["__len__"] = int(shape[0])
+        dtype = obj.dtype
+        meta = _array_meta.get((shape, dtype))
+        if meta is None:
+            meta = {
+                "nbytes": int(obj.nbytes),  # size * itemsize: a function of the key
+                "shape": shape,
+                "dtype": dtype,
+                "ndim": len(shape),
+                "size": int(obj.size),
+            }
+            if shape:
+                meta["__len__"] = int(shape[0])
+            if len(_array_meta) >= _ARRAY_META_MAX:
+                _array_meta.clear()  # bounded: a workload of ever new shapes rebuilds them
+            _array_meta[shape, dtype] = meta
         return meta
 
+
+_ARRAY_META_MAX = 4096
+_array_meta: dict[tuple[tuple[int, ...], Any], dict[str, Any]] = {}
 
 ARRAY = ArrayType()
 _registry: dict[type, DeviceType] = {}

@@ -81,3 +81,22 @@ def test_unmanaged_proxy_can_be_stored(dev, arr, make_store):
     s2 = make_store()
     s2["x"] = back
     assert s2.snapshot().device_bytes == NB
+
+
+def test_cached_metadata_is_shared_per_shape_and_dtype_and_bounded(dev, make_store):
+    """Proxies of one shape and dtype share one metadata dict; each still answers its own."""
+    from reference_impl.store import dispatch  # private: the cache's bound
+
+    s = make_store()
+    s["a"] = dev.empty(6, "float64")
+    s["b"] = dev.empty(6, "float64")
+    s["c"] = dev.empty((2, 3), "float32")
+    a, b, c = s["a"], s["b"], s["c"]
+    assert (a.shape, a.nbytes, len(a), a.dtype) == ((6,), 48, 6, np.dtype("float64"))
+    assert (c.shape, c.nbytes, len(c), c.dtype, c.ndim) == ((2, 3), 24, 2, np.dtype("float32"), 2)
+    assert dispatch.ARRAY.metadata(a) is dispatch.ARRAY.metadata(b)
+    assert dispatch.ARRAY.metadata(a) is not dispatch.ARRAY.metadata(c)
+    for n in range(dispatch._ARRAY_META_MAX + 10):
+        dispatch.ARRAY.metadata(np.empty((n, 1), "int8"))
+    assert len(dispatch._array_meta) <= dispatch._ARRAY_META_MAX
+    assert (a.shape, a.nbytes) == ((6,), 48)  # a proxy keeps its dict after a clear
