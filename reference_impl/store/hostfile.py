@@ -417,18 +417,13 @@ class ProxifyHostFile(MutableMapping):
                 return _use_unmanaged(detail)
             if self._inbox:
                 self._tracker.drain()
-            index, tiers, recency = self._index, self._tiers, self._recency
             rec = detail.rec
-            unit = rec.holders or rec  # units_of(rec)[0]
-            if type(unit) is set:
-                unit = next(iter(unit))
             obj = detail.obj
             if obj is not None:
-                if not index.links or index.solo_record(unit) is rec:
-                    recency.touch_one(unit)
-                else:
-                    recency.touch(index.group(unit), index.size)
+                self._touch_record(rec)
                 return obj
+            index, tiers, recency = self._index, self._tiers, self._recency
+            unit = rec.some_entry() or rec  # units_of(rec)[0]
             if tiers.bring_to_device(unit) is OVERSIZED:
                 recency.touch(index.group(unit), index.size)
                 payload = tiers.payload_of(rec, detail)
@@ -443,16 +438,19 @@ class ProxifyHostFile(MutableMapping):
             if self._closed or detail.store_ref is None:
                 return
             rec = detail.rec
-            if rec is None or not rec.pid:  # forgotten
-                return
-            index = self._index
-            unit = rec.holders or rec
-            if type(unit) is set:
-                unit = next(iter(unit))
-            if not index.links or index.solo_record(unit) is rec:
-                self._recency.touch_one(unit)
-            else:
-                self._recency.touch(index.group(unit), index.size)
+            if rec is not None and rec.pid:  # 0: forgotten
+                self._touch_record(rec)
+
+    def _touch_record(self, rec: Record) -> None:
+        """A use of ``rec``'s proxy: its unit is the most recent, with its group if it has one."""
+        index = self._index
+        unit = rec.holders or rec  # units_of(rec)[0]
+        if type(unit) is set:
+            unit = next(iter(unit))
+        if not index.links or index.solo_record(unit) is rec:
+            self._recency.touch_one(unit)
+        else:
+            self._recency.touch(index.group(unit), index.size)
 
     def _write_back(self, proxy: ProxyObject, detail: _Detail, obj: Any) -> None:
         """Persist an in-place change made to a transient copy of a spilled proxy."""
