@@ -15,6 +15,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from .dispatch import ARRAY
+from .proxy import _get_detail
 from .units import Entry, Record
 
 Unit = Entry | Record
@@ -26,7 +27,10 @@ class UnitIndex:
     def __init__(self) -> None:
         self.entries: dict[Hashable, Entry] = {}
         self.records: dict[int, Record] = {}
-        self.raw: dict[int, int] = {}  # id(device object) -> pid, for alias reuse
+        # id(device object) -> pid, to find the proxy of an object stored again. Only for
+        # objects whose allocation is shared (or not a lone array): a lone array is found
+        # through its allocation's one holder, so the common set and del skip this table.
+        self.raw: dict[int, int] = {}
         # Allocation id -> the pid holding it, or the set of pids (two or more) sharing
         # it. One holder, the common case, costs no set: one object less to allocate and
         # to reach on every add and drop. An allocation's size is in its holders' allocs.
@@ -51,35 +55,74 @@ class UnitIndex:
         self.device_bytes = 0
 
     # --- allocations ---------------------------------------------------------
-    def add_allocs(self, rec: Record, detail: Any, device: Any) -> None:
-        """Count ``rec``'s device object; an allocation already held costs nothing."""
+    def record_of(self, obj: Any, aid: int | None) -> Record | None:
+        """The live record whose device object is ``obj`` (stored again: reuse its proxy).
+
+        ``aid`` is ``obj``'s allocation for an array (None otherwise): its one holder, if
+        it has one, is the only candidate; shared allocations go through :attr:`raw`.
+        """
+        pid: int | None = None
+        if aid is not None:
+            holders = self.alloc_pids.get(aid)
+            if holders is None:
+                return None  # a new allocation: nothing stored holds it
+            if type(holders) is int:
+                pid = holders
+        if pid is None:
+            pid = self.raw.get(id(obj))
+        rec = self.records.get(pid) if pid is not None else None
+        proxy = rec() if rec is not None else None
+        return rec if proxy is not None and _get_detail(proxy).obj is obj else None
+
+    def add_allocs(self, rec: Record, detail: Any, device: Any, pair: Any = None) -> None:
+        """Count ``rec``'s device object; an allocation already held costs nothing.
+
+        ``pair`` is ``device.allocation_of(obj)`` when the caller has it already.
+        """
         rec.tier = "device"
         obj, handler, pid = detail.obj, detail.handler, rec.pid
         if handler is ARRAY:  # one base allocation: skip the list the protocol returns
-            pair = device.allocation_of(obj)
+            if pair is None:
+                pair = device.allocation_of(obj)
             rec.alloc_id, rec.alloc_nbytes = pair
             items: Any = (pair,)
         else:
             allocs = dict(handler.allocations(obj, device))
             rec.set_allocs(allocs)
             items = allocs.items()
+            self._name_raw(rec, obj)
         alloc_pids = self.alloc_pids
         for aid, nbytes in items:
             holders = alloc_pids.get(aid)
             if holders is None:
                 alloc_pids[aid] = pid
                 self.device_bytes += nbytes
-            elif type(holders) is int:
+                continue
+            self._name_raw(rec, obj)  # a shared allocation: findable only through raw
+            if type(holders) is int:
                 if holders != pid:
                     alloc_pids[aid] = {holders, pid}
                     self.links += 1
+                    other = self.records.get(holders)
+                    if other is not None:
+                        self._name_raw(other, None)
             else:
                 holders.add(pid)
-        rid = rec.raw_id = id(obj)
-        self.raw[rid] = pid
         rec.restore_nbytes = int(detail.meta.get("nbytes", 0)) or rec.device_nbytes
 
-    def drop_allocs(self, rec: Record, obj: Any = None) -> None:
+    def _name_raw(self, rec: Record, obj: Any) -> None:
+        """Map ``rec``'s device object (``obj``, or read from its proxy) in :attr:`raw`."""
+        if rec.raw_id:
+            return
+        if obj is None:
+            proxy = rec()
+            obj = _get_detail(proxy).obj if proxy is not None else None
+            if obj is None:
+                return  # dead or not on device: nothing to find
+        rid = rec.raw_id = id(obj)
+        self.raw[rid] = rec.pid
+
+    def drop_allocs(self, rec: Record) -> None:
         """Uncount ``rec``'s device object; an allocation is freed with its last holder."""
         alloc_pids, pid, aid = self.alloc_pids, rec.pid, rec.alloc_id
         items = ((aid, rec.alloc_nbytes),) if aid is not None else (rec.more_allocs or {}).items()
@@ -95,12 +138,12 @@ class UnitIndex:
                     alloc_pids[aid] = holders.pop()
                     self.links -= 1
         rec.alloc_id, rec.alloc_nbytes, rec.more_allocs = None, 0, None
-        # Only add_allocs maps an id to a pid, and it records that id on the record, so
-        # the one raw entry that can name ``rec`` is at rec.raw_id: no scan of the table.
-        rid = rec.raw_id if obj is None else id(obj)
-        if self.raw.get(rid) == rec.pid:
-            del self.raw[rid]
-        rec.raw_id = 0
+        # The one raw entry that can name ``rec`` is at rec.raw_id (0: it has none).
+        rid = rec.raw_id
+        if rid:
+            if self.raw.get(rid) == pid:
+                del self.raw[rid]
+            rec.raw_id = 0
 
     # --- keys ---------------------------------------------------------------------
     def add_key(self, rec: Record, entry: Entry) -> None:

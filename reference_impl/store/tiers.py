@@ -176,7 +176,7 @@ class TierMover:
             moves.append((rec, detail, detail.handler.to_host(detail.obj, self.device)))
         for rec, detail, payload in moves:  # commit only after every copy succeeded
             obj, detail.obj, detail.payload = detail.obj, None, payload
-            index.drop_allocs(rec, obj)
+            index.drop_allocs(rec)
             del obj
             rec.tier = "host"
             rec.host_nbytes = payload.nbytes  # restore_nbytes stays the device size

@@ -16,7 +16,7 @@ from typing import Any
 from dask.sizeof import sizeof
 
 from .containers import is_leaf, walk
-from .dispatch import handler_for
+from .dispatch import ARRAY, handler_for
 from .errors import StoreClosedError
 from .proxy import ProxyObject, _Detail, _get_detail, _new_object, _set_detail
 from .tiers import TierMover
@@ -50,13 +50,11 @@ class Tracker:
             leaves[0] += sizeof(x)
             return x
         index = self.index
-        pid = index.raw.get(id(x))
-        if pid is not None:  # the same device object again: reuse its proxy
-            rec = index.records.get(pid)
-            proxy = rec() if rec is not None else None
-            if proxy is not None and _get_detail(proxy).obj is x:
-                pids.append(pid)
-                return proxy
+        pair = device.allocation_of(x) if handler is ARRAY else None
+        rec = index.record_of(x, None if pair is None else pair[0])
+        if rec is not None:  # the same device object again: reuse its proxy
+            pids.append(rec.pid)
+            return rec()
         detail = _Detail(x, handler, device)
         proxy = _new_object(ProxyObject)  # ProxyObject(detail) without the __init__ call
         _set_detail(proxy, detail)
@@ -67,7 +65,7 @@ class Tracker:
         detail.rec = rec
         detail.store_ref = self.store_ref
         index.records[pid] = rec
-        index.add_allocs(rec, detail, device)
+        index.add_allocs(rec, detail, device, pair)
         pids.append(pid)
         return proxy
 

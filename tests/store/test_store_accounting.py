@@ -67,6 +67,28 @@ def test_aliases_are_counted_once(dev, arr, make_store):
     assert s["x"] is s["y"]
 
 
+def test_an_object_stored_again_reuses_its_proxy_whether_its_allocation_is_shared(
+    dev, arr, make_store
+):
+    """A lone array is found through its allocation's holder; once the allocation is shared
+    (a view joins it), both objects are found by identity, and again when the view goes."""
+    s = make_store()
+    a = arr(1)
+    s["x"] = a
+    s["x1"] = a
+    view = a[5:]
+    s["v"] = view
+    s["v1"] = view
+    s["x2"] = a
+    assert s["x"] is s["x1"] is s["x2"]
+    assert s["v"] is s["v1"] and s["v"] is not s["x"]
+    del s["v"], s["v1"]
+    s["x3"] = a
+    assert s["x3"] is s["x"]
+    del a, view
+    assert s.snapshot().device_bytes == NB == dev.bytes_in_use()
+
+
 def test_evicting_an_alias_group_frees_the_memory(dev, arr, make_store):
     s = make_store(device_memory_limit=2 * NB)
     a = arr(1)
