@@ -5,6 +5,11 @@ Run from the repository root:
     .venv/bin/python benchmarks/store_scaling.py                  # reference, zict, dask-cuda
     .venv/bin/python benchmarks/store_scaling.py --ns 1000,10000 --no-peers
     .venv/bin/python benchmarks/store_scaling.py --calls   # calls per op, not time
+    .venv/bin/python benchmarks/store_scaling.py --dir /dev/shm/store-scaling
+
+The cases that write spill files (cascade, unspill from disk, mixed) time the file system too;
+where its per-file cost varies between directories or over time (this project's VM: 10x), a
+tmpfs ``--dir`` keeps them about the store. Every store spills to the same ``--dir``.
 
 Every operation should cost the same at every N (O(1) amortised, or O(log n)), so
 the printed ratio (µs/op at the largest N over µs/op at the smallest) should be

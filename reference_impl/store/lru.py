@@ -70,7 +70,7 @@ class Recency:
                 self._leave(unit)
                 unit.lru = DEVICE
                 self.n_device += 1
-                self._append(unit)
+                self._append(unit, next(self.ticks))
         elif tier == "host":
             if lru != HOST:
                 self._leave(unit)
@@ -98,11 +98,8 @@ class Recency:
             self._leave(unit)
             unit.lru = DEVICE
             self.n_device += 1
-        tick = unit.tick = unit.seq = next(self.ticks)
-        log = self._log
-        log.append((tick, unit))
-        if len(log) > 2 * self.n_device + _SLACK:
-            self._compact()
+        tick = unit.tick = next(self.ticks)
+        self._append(unit, tick)
 
     def make_oldest(self, unit: Unit) -> None:
         if unit.lru == DEVICE:
@@ -110,9 +107,9 @@ class Recency:
             self._log.appendleft((seq, unit))
 
     # --- the device log ------------------------------------------------------------
-    def _append(self, unit: Unit) -> None:
+    def _append(self, unit: Unit, seq: int) -> None:
         """Queue ``unit`` (on device) as the most recently used; older entries die."""
-        seq = unit.seq = next(self.ticks)
+        unit.seq = seq
         log = self._log
         log.append((seq, unit))
         if len(log) > 2 * self.n_device + _SLACK:
@@ -163,7 +160,7 @@ class Recency:
     def touch_one(self, unit: Unit) -> None:
         """:meth:`touch` for a single unit, without building a list."""
         tick = unit.tick = next(self.ticks)
-        if unit.lru == DEVICE:
+        if unit.lru == DEVICE:  # self._append(unit, tick), inlined: every get comes here
             unit.seq = tick
             log = self._log
             log.append((tick, unit))

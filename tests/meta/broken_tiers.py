@@ -164,7 +164,7 @@ class UseIsNotRecorded(_Broken):
                 obj = real(self, proxy, detail)
                 for unit in order:
                     if unit.lru == DEVICE:
-                        recency._append(unit)  # re-queued in the old order
+                        recency._append(unit, next(recency.ticks))  # re-queued in the old order
                 return obj
 
         ProxifyHostFile._use_proxy = _use_proxy
