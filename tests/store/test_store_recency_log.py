@@ -62,28 +62,29 @@ def test_random_moves_keep_the_order_of_an_ordered_dict():
         assert all((x.lru == DEVICE) == (x in device) for x in units), step
 
 
-def test_uses_do_not_grow_the_log_past_twice_the_live_units():
+def _use_many(tier: str, period: int) -> tuple[Recency, list[Entry], int]:
+    """Ten units on ``tier``, 20,000 uses cycling over the first ``period``: the longest
+    the tier's list (device log or host heap) grew meanwhile."""
     rec = Recency()
     units = _units(10)
     for u in units:
-        rec.place(u, "device")
+        rec.place(u, tier)
+    entries = rec._log if tier == "device" else rec._heap
     longest = 0
     for i in range(20_000):
-        rec.touch_one(units[i % 7])
-        longest = max(longest, len(rec._log))
+        rec.touch_one(units[i % period])
+        longest = max(longest, len(entries))
+    return rec, units, longest
+
+
+def test_uses_do_not_grow_the_log_past_twice_the_live_units():
+    rec, units, longest = _use_many("device", 7)
     assert longest <= 2 * len(units) + SLACK + 1
     assert rec.device_units() == units[7:] + units[:7][20_000 % 7 :] + units[: 20_000 % 7]
 
 
 def test_host_uses_do_not_grow_the_heap_past_twice_the_live_units():
-    rec = Recency()
-    units = _units(10)
-    for u in units:
-        rec.place(u, "host")
-    longest = 0
-    for i in range(20_000):
-        rec.touch_one(units[i % 10])
-        longest = max(longest, len(rec._heap))
+    rec, units, longest = _use_many("host", 10)
     assert longest <= 2 * len(units) + SLACK + 1
     # The least recently used come out first, each once.
     assert list(rec.host_victims()) == units
