@@ -55,8 +55,10 @@ class UnitIndex:
         self.device_bytes = 0
 
     # --- allocations ---------------------------------------------------------
-    def record_of(self, obj: Any, aid: int | None) -> Record | None:
-        """The live record whose device object is ``obj`` (stored again: reuse its proxy).
+    def proxy_of(self, obj: Any, aid: int | None) -> Any:
+        """The live proxy whose device object is ``obj`` (stored again: reuse it), or None.
+
+        The proxy itself, not its record: the caller's reference keeps it alive.
 
         ``aid`` is ``obj``'s allocation for an array (None otherwise): its one holder, if
         it has one, is the only candidate; shared allocations go through :attr:`raw`.
@@ -72,7 +74,7 @@ class UnitIndex:
             pid = self.raw.get(id(obj))
         rec = self.records.get(pid) if pid is not None else None
         proxy = rec() if rec is not None else None
-        return rec if proxy is not None and _get_detail(proxy).obj is obj else None
+        return proxy if proxy is not None and _get_detail(proxy).obj is obj else None
 
     def add_allocs(self, rec: Record, detail: Any, device: Any, pair: Any = None) -> None:
         """Count ``rec``'s device object; an allocation already held costs nothing.

@@ -51,10 +51,10 @@ class Tracker:
             return x
         index = self.index
         pair = device.allocation_of(x) if handler is ARRAY else None
-        rec = index.record_of(x, None if pair is None else pair[0])
-        if rec is not None:  # the same device object again: reuse its proxy
-            pids.append(rec.pid)
-            return rec()
+        proxy = index.proxy_of(x, None if pair is None else pair[0])
+        if proxy is not None:  # the same device object again: reuse its proxy
+            pids.append(_get_detail(proxy).rec.pid)
+            return proxy
         detail = _Detail(x, handler, device)
         proxy = _new_object(ProxyObject)  # ProxyObject(detail) without the __init__ call
         _set_detail(proxy, detail)
