@@ -7,15 +7,36 @@ from typing import Any
 
 from conformance.api import ShuffleEnv
 
+WORKERS_TIMEOUT = 60.0  # seconds to wait for env.n_workers (a killed worker's nanny restarts it)
+
+
+def workers(env: ShuffleEnv, timeout: float = WORKERS_TIMEOUT) -> list[str]:
+    """The workers' addresses, sorted, asked of the scheduler itself once ``env.n_workers``
+    of them run (or ``timeout`` passed, with at least one).
+
+    Not ``client.scheduler_info()["workers"]``: that returns the client's cache, which its
+    periodic refresh (``n_workers=0``) can replace with one listing no workers between the
+    fetch and the return; under load a round-robin over it divided by zero.
+    """
+    client = env.client
+    try:
+        client.wait_for_workers(env.n_workers, timeout=timeout)
+    except TimeoutError:
+        pass  # fewer than expected: spread over those there are
+    found = sorted(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
+    if not found:
+        raise RuntimeError(f"the cluster has no workers after {timeout:.0f} s")
+    return found
+
 
 def spread(env: ShuffleEnv, fn: Callable[[Any], Any], tables: Sequence[Any]) -> list[Any]:
     """``fn(table)`` as a task per input, round-robin over the workers and not pinned: pinned,
     an input lost with its worker would wait for that worker forever instead of being
     computed again elsewhere."""
-    workers = sorted(env.client.scheduler_info(n_workers=-1)["workers"])
+    names = workers(env)
     return [
         env.client.submit(
-            fn, t, workers=[workers[i % len(workers)]], allow_other_workers=True, pure=False
+            fn, t, workers=[names[i % len(names)]], allow_other_workers=True, pure=False
         )
         for i, t in enumerate(tables)
     ]

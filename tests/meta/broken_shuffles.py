@@ -20,7 +20,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from conformance.adapters._spread import on_holders
+from conformance.adapters._spread import on_holders, workers
 from conformance.adapters.reference import ReferenceAdapter
 
 
@@ -133,7 +133,7 @@ class WorkerOrder(_BrokenShuffle):
     violates = ("14.9",)
 
     def collect(self, arrow, env):
-        n = len(env.client.scheduler_info()["workers"])
+        n = len(workers(env))
         out = []
         for w in range(n):  # one gather per worker: the client holds one worker's outputs
             out.extend(env.client.gather(arrow[w::n]))
@@ -219,7 +219,7 @@ class CoalescesOnOneWorker(_BrokenShuffle):
     violates = ("14.2",)
 
     def prepare(self, inputs, on, npartitions, env):
-        first = sorted(env.client.scheduler_info()["workers"])[0]
+        first = workers(env)[0]
         whole = env.client.submit(_coalesce, *inputs, workers=[first], pure=False)
         return [whole], on, npartitions
 
