@@ -920,13 +920,25 @@ def make_store_machine(
                     s.h.close(check=False)
                 self.sides = []
                 return
-            for s in self.sides:
-                for key in list(s.model):
-                    self._check_value(s, key, s.h.store[key])
+            # Read every value, but judge only after every store is closed: a mismatch
+            # raised with stores open leaves their files behind, and hypothesis's replay of
+            # the example then fails earlier on those (FlakyStrategyDefinition, stray files)
+            # instead of on the real failure.
+            wrong = []
             sides, self.sides = self.sides, []
-            for s in sides:
-                s.h.close(check=False)
-            gc.collect()
+            try:
+                for s in sides:
+                    for key in list(s.model):
+                        got = s.h.store[key]
+                        why = S.mismatch(self.device, got, s.model[self._canon(s, key)].expected)
+                        del got
+                        if why is not None:
+                            wrong.append(f"store[{key!r}] came back wrong at teardown: {why}")
+            finally:
+                for s in sides:
+                    s.h.close(check=False)
+                gc.collect()
+            assert not wrong, "\n".join(wrong)
             if sides:
                 assert self.device.bytes_in_use() == self.baseline, (
                     f"after closing every store {self.device.bytes_in_use() - self.baseline:,} "
