@@ -5,7 +5,23 @@
     reason = "zict.File only accepts str keys"
     link = "docs/findings/zict.md#store-map-004"
 
-``xfail`` is strict: a pass fails the run. ``flaky`` (for races that really are
+``xfail`` is strict: a pass fails the run. An ``xfail`` entry may also name, in
+``matches``, every documented deviation that can end the test, each with a regular
+expression its failure must match; a failure that matches none of them fails the run,
+so a generative machine whose first failure moves stays honest:
+
+    [STORE-STATE-001]
+    mode = "xfail"
+    reason = "ends on one of the documented deviations below"
+    link = "docs/findings/zict.md#store-state-001"
+    matches = { STORE-KEY-002 = "File name too long", STORE-MAP-004 = "quote_from_bytes" }
+
+Each key of ``matches`` must be another entry of the same manifest (so the deviation is
+documented there), and every leaf of the failure (each exception of an ExceptionGroup,
+with its chained causes; never its notes, which hold the drawn program) must match one of
+the patterns (``re.search``). Such an entry is not strict: a machine whose draws miss
+every named deviation may pass (XPASS), since each named deviation keeps its own strict
+entry, which is what notices a fix. ``flaky`` (for races that really are
 intermittent) runs the test ``runs`` times (default 3) in one item, never fails
 the run and records how often it failed. A link into ``docs/findings/*.md`` must
 name a heading of that file (GitHub-style anchor). An optional top-level
@@ -39,6 +55,37 @@ class Entry:
     link: str
     source: str
     runs: int = 1
+    matches: tuple[tuple[str, str], ...] = ()  # (documented deviation's ID, regex)
+
+
+class DocumentedDeviation(Exception):
+    """Raised from a failure that matched one of its entry's ``matches``: the only
+    exception the entry's xfail accepts (``raises=``), so any other failure fails the run."""
+
+
+def failure_texts(exc: BaseException) -> list[str]:
+    """One text per leaf failure: every exception of an ExceptionGroup (hypothesis reports
+    distinct bugs so), each with its chained causes and contexts; notes are left out."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [t for sub in exc.exceptions for t in failure_texts(sub)]
+    parts, seen, cur = [], set(), exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        text = str(cur)  # never format_exception_only: it appends the notes
+        parts.append(f"{type(cur).__name__}: {text}" if text else type(cur).__name__)
+        cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
+    return ["\n".join(parts)]
+
+
+def unmatched_failures(exc: BaseException, matches: tuple[tuple[str, str], ...]) -> list[str]:
+    """The leaf failures of ``exc`` that no pattern of ``matches`` finds (empty: documented)."""
+    return [t for t in failure_texts(exc) if not any(re.search(rx, t) for _, rx in matches)]
+
+
+def matched_deviations(exc: BaseException, matches: tuple[tuple[str, str], ...]) -> list[str]:
+    """The IDs of ``matches`` whose pattern finds at least one leaf failure of ``exc``."""
+    texts = failure_texts(exc)
+    return [dev for dev, rx in matches if any(re.search(rx, t) for t in texts)]
 
 
 def github_slug(heading: str) -> str:
@@ -106,7 +153,7 @@ def load(path: str | Path) -> tuple[str | None, dict[str, Entry]]:
             problems.append(f"{where}: must be a table")
             continue
         before = len(problems)
-        unknown = set(body) - {"mode", "reason", "link", "runs"}
+        unknown = set(body) - {"mode", "reason", "link", "runs", "matches"}
         if unknown:
             problems.append(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
         mode = body.get("mode")
@@ -120,15 +167,48 @@ def load(path: str | Path) -> tuple[str | None, dict[str, Entry]]:
         for key in ("reason", "link"):
             if not isinstance(body.get(key), str) or not body.get(key).strip():
                 problems.append(f"{where}: '{key}' is required (a non-empty string)")
+        matches = _matches(cid, body, data, where, problems)
         if len(problems) == before:
             broken = check_link(body["link"])
             if broken:
                 problems.append(f"{where}: {broken}")
         if len(problems) == before:
-            entries[cid] = Entry(cid, mode, body["reason"], body["link"], str(path), runs)
+            entries[cid] = Entry(cid, mode, body["reason"], body["link"], str(path), runs, matches)
     if problems:
         raise ManifestError("\n".join(problems))
     return impl, entries
+
+
+def _matches(cid: str, body: dict, data: dict, where: str, problems: list[str]):
+    """Validate an entry's ``matches`` table: xfail only, keys are other entries of this
+    manifest, values are regular expressions."""
+    if "matches" not in body:
+        return ()
+    raw = body["matches"]
+    if body.get("mode") != "xfail":
+        problems.append(f"{where}: 'matches' applies only to mode = \"xfail\"")
+        return ()
+    if not isinstance(raw, dict) or not raw:
+        problems.append(f"{where}: 'matches' must be a non-empty table of ID = regex")
+        return ()
+    out = []
+    for dev, rx in raw.items():
+        if dev == cid or dev not in data:
+            problems.append(
+                f"{where}: matches names {dev!r}, which is not another entry of this manifest "
+                "(a deviation must be documented before it may end a test)"
+            )
+            continue
+        if not isinstance(rx, str) or not rx.strip():
+            problems.append(f"{where}: matches[{dev}] must be a non-empty string")
+            continue
+        try:
+            re.compile(rx)
+        except re.error as exc:
+            problems.append(f"{where}: matches[{dev}] is not a regular expression: {exc}")
+            continue
+        out.append((dev, rx))
+    return tuple(out)
 
 
 def default_path(impl_name: str) -> Path:
