@@ -1,0 +1,140 @@
+"""Run pending mutants in parallel copies of the repository, within a time budget.
+
+Each worker owns a copy of the committed tree (``git archive HEAD``), so a mutant written
+into one copy is never seen by a test running in another. Mutants run in a seeded random
+order across every module: a run cut short by its budget is a uniform sample, and the next
+run resumes the same order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import queue
+import shlex
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from cosmic_ray.mutating import mutate_and_test
+from cosmic_ray.work_db import WorkDB, use_db
+from cosmic_ray.work_item import MutationSpec, WorkItem
+from plan import session_path
+from select_tests import PYTEST, Baseline
+from targets import Group
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def commit() -> str:
+    return subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=REPO, text=True).strip()
+
+
+def extract_head(dest: Path) -> None:
+    """(Re)write ``dest`` with the committed tree, undoing any mutant a killed run left."""
+    dest.mkdir(parents=True, exist_ok=True)
+    blob = subprocess.check_output(["git", "archive", "HEAD"], cwd=REPO)
+    with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
+        tar.extractall(dest, filter="data")
+
+
+def test_env(workdir: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(PYTHONPATH=str(workdir), CONFORMANCE_PROFILE="ci", HYPOTHESIS_PROFILE="ci")
+    env.pop("COVERAGE_PROCESS_START", None)
+    return env
+
+
+def rank(job_id: str, seed: int) -> str:
+    return hashlib.sha1(f"{seed}:{job_id}".encode()).hexdigest()
+
+
+@dataclass
+class Job:
+    module: str
+    item: WorkItem
+
+
+def pending(modules: list[str], sessions: Path, seed: int) -> list[Job]:
+    jobs = []
+    for module in modules:
+        with use_db(str(session_path(sessions, module)), WorkDB.Mode.open) as db:
+            jobs += [Job(module, item) for item in db.pending_work_items]
+    return sorted(jobs, key=lambda j: rank(j.item.job_id, seed))
+
+
+def command_for(job: Job, group: Group, base: Baseline, workdir: Path) -> tuple[str, float]:
+    """The test command for one mutant, and its timeout."""
+    spec = job.item.mutations[0]
+    tests = base.tests_for(group, job.module, spec.start_pos[0], spec.end_pos[0])
+    launcher = [sys.executable, str(Path(__file__).with_name("in_dir.py")), str(workdir)]
+    if not tests:
+        note = f"no conformance test reaches {job.module}:{spec.start_pos[0]}"
+        return shlex.join([sys.executable, "-c", f"print({note!r})"]), 30.0
+    budget = sum(base.durations.get(t, 1.0) for t in tests)
+    cmd = [*launcher, sys.executable, *PYTEST, "-x", "-q", "--no-header", "-p", "no:cov", *tests]
+    return shlex.join(cmd), 3 * budget + 60
+
+
+def run(
+    groups: dict[str, Group],
+    sessions: Path,
+    base: Baseline,
+    workdirs: list[Path],
+    *,
+    budget_s: float,
+    seed: int,
+    limit: int | None = None,
+    progress=None,
+) -> dict[str, int]:
+    """Run pending mutants of ``groups`` (module -> the slice judging it) until none is left,
+    ``limit`` ran, or ``budget_s`` passed."""
+    jobs = pending(list(groups), sessions, seed)
+    if limit is not None:
+        jobs = jobs[:limit]
+    todo: queue.Queue[Job] = queue.Queue()
+    for job in jobs:
+        todo.put(job)
+    deadline = time.monotonic() + budget_s
+    lock = threading.Lock()
+    counts = {"run": 0, "killed": 0, "survived": 0, "pending": len(jobs)}
+    task = progress.add_task("mutants", total=len(jobs)) if progress else None
+
+    def worker(workdir: Path) -> None:
+        while time.monotonic() < deadline:
+            try:
+                job = todo.get_nowait()
+            except queue.Empty:
+                return
+            spec = job.item.mutations[0]
+            here = MutationSpec(
+                module_path=workdir / job.module,
+                operator_name=spec.operator_name,
+                occurrence=spec.occurrence,
+                start_pos=spec.start_pos,
+                end_pos=spec.end_pos,
+                operator_args=spec.operator_args,
+                definition_name=spec.definition_name,
+            )
+            command, timeout = command_for(job, groups[job.module], base, workdir)
+            result = mutate_and_test([here], command, timeout)
+            with lock:
+                with use_db(str(session_path(sessions, job.module)), WorkDB.Mode.open) as db:
+                    db.set_result(job.item.job_id, result)
+                counts["run"] += 1
+                counts["pending"] -= 1
+                counts["killed" if result.is_killed else "survived"] += 1
+                if progress:
+                    progress.update(task, advance=1, description=f"mutants ({counts['killed']} killed)")
+
+    threads = [threading.Thread(target=worker, args=(w,), daemon=True) for w in workdirs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return counts

@@ -1,0 +1,193 @@
+"""The score per module, and the survivors against the committed triage.
+
+A survivor is a mutant the conformance suite passed. Each is triaged in
+``docs/mutation-triage.toml`` (matched by what the mutation is, not its position, so entries
+survive edits elsewhere in the file) as ``property`` (a new SPEC clause and a test citing it
+kill it now), ``equivalent`` (no implementation could show the difference: say why) or
+``accepted`` (the reason). The score leaves equivalent mutants out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cosmic_ray.work_db import WorkDB, use_db
+from cosmic_ray.work_item import TestOutcome, WorkerOutcome
+from plan import session_path
+from targets import GROUPS
+
+CLASSES = ("property", "equivalent", "accepted")
+
+
+def signature(module: str, operator: str, definition: str | None, diff: str) -> str:
+    """What a mutant is, independent of where the file's lines sit."""
+    changed = [
+        line[1:].strip()
+        for line in (diff or "").splitlines()
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
+    what = "|".join([module, operator, definition or "", *changed])
+    return hashlib.sha1(what.encode()).hexdigest()[:12]
+
+
+@dataclass
+class Survivor:
+    module: str
+    job_id: str
+    sig: str
+    line: int
+    operator: str
+    definition: str | None
+    diff: str
+    output: str
+    triage: dict | None = None
+
+
+@dataclass
+class ModuleScore:
+    module: str
+    group: str
+    total: int = 0
+    killed: int = 0
+    survived: int = 0
+    errors: int = 0
+    equivalent: int = 0
+    survivors: list[Survivor] = field(default_factory=list)
+
+    @property
+    def run(self) -> int:
+        return self.killed + self.survived
+
+    @property
+    def judged(self) -> int:
+        return self.run - self.equivalent
+
+
+def load_triage(path: Path) -> dict[str, dict]:
+    if not path.exists():
+        return {}
+    entries = tomllib.loads(path.read_text()).get("mutant", [])
+    out = {}
+    for e in entries:
+        if e.get("class") not in CLASSES:
+            raise ValueError(f"{path}: mutant {e.get('sig')!r} has class {e.get('class')!r}, not one of {CLASSES}")
+        if not e.get("reason"):
+            raise ValueError(f"{path}: mutant {e.get('sig')!r} gives no reason")
+        out[e["sig"]] = e
+    return out
+
+
+def score(sessions: Path, triage: dict[str, dict]) -> list[ModuleScore]:
+    scores = []
+    for group in GROUPS:
+        for module in group.modules:
+            path = session_path(sessions, module)
+            if not path.exists():
+                continue
+            s = ModuleScore(module, group.name)
+            with use_db(str(path), WorkDB.Mode.open) as db:
+                s.total = db.num_work_items
+                for item, result in db.completed_work_items:
+                    spec = item.mutations[0]
+                    normal = result.worker_outcome == WorkerOutcome.NORMAL
+                    if normal and result.test_outcome == TestOutcome.KILLED:
+                        s.killed += 1
+                    elif normal and result.test_outcome == TestOutcome.SURVIVED:
+                        sig = signature(module, spec.operator_name, spec.definition_name, result.diff)
+                        entry = triage.get(sig)
+                        s.survived += 1
+                        if entry and entry["class"] == "equivalent":
+                            s.equivalent += 1
+                        s.survivors.append(
+                            Survivor(module, item.job_id, sig, spec.start_pos[0], spec.operator_name,
+                                     spec.definition_name, result.diff or "", result.output or "", entry)
+                        )  # fmt: skip
+                    else:
+                        s.errors += 1
+            scores.append(s)
+    return scores
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% interval of a proportion from a sample (a budgeted run is a uniform sample)."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = k / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return (max(0.0, c - h), min(1.0, c + h))
+
+
+def _pct(k: int, n: int) -> str:
+    return f"{100 * k / n:.1f}%" if n else "n/a"
+
+
+def markdown(scores: list[ModuleScore], *, commit: str, date: str, command: str, machine: str) -> str:
+    lines = [
+        "# Mutation score of the reference, judged by the conformance suite",
+        "",
+        f"- **Date:** {date}  **Commit:** `{commit}`  **Machine:** {machine}",
+        f"- **Command:** `{command}`",
+        "- **Tool:** cosmic-ray (mutants as sqlite sessions under `.mutation/`); runner `ci/mutation/`;",
+        "  triage in [`mutation-triage.toml`](mutation-triage.toml). Only `pytest conformance",
+        "  --impl=reference` judges; `tests/` does not count.",
+        "- **Score** = killed / (run - equivalent). Where a module ran only part of its mutants, the run",
+        "  is a uniform random sample (seeded order) and the 95% interval is Wilson's.",
+        "",
+    ]
+    for group in GROUPS:
+        rows = [s for s in scores if s.group == group.name]
+        if not rows:
+            continue
+        k = sum(s.killed for s in rows)
+        j = sum(s.judged for s in rows)
+        lo, hi = wilson(k, j)
+        lines += [
+            f"## {group.name}: {_pct(k, j)} of non-equivalent mutants killed (95% {100*lo:.0f}-{100*hi:.0f}%)",
+            "",
+            "| module | mutants | run | killed | survived | equivalent | untriaged | errors | score |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for s in rows:
+            untriaged = sum(1 for v in s.survivors if v.triage is None)
+            lines.append(
+                f"| `{s.module}` | {s.total} | {s.run} | {s.killed} | {s.survived} | {s.equivalent} "
+                f"| {untriaged} | {s.errors} | {_pct(s.killed, s.judged)} |"
+            )
+        lines.append("")
+    classes = {c: 0 for c in CLASSES}
+    untriaged = 0
+    for s in scores:
+        for v in s.survivors:
+            if v.triage:
+                classes[v.triage["class"]] += 1
+            else:
+                untriaged += 1
+    lines += [
+        "## Survivors by triage class",
+        "",
+        ", ".join(f"{c}: {n}" for c, n in classes.items()) + f", untriaged: {untriaged}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def survivors_markdown(scores: list[ModuleScore]) -> str:
+    out = ["# Untriaged survivors", ""]
+    for s in scores:
+        for v in s.survivors:
+            if v.triage is None:
+                out += [
+                    f"## `{v.sig}` {v.module}:{v.line} {v.operator} in `{v.definition}`",
+                    "",
+                    "```diff",
+                    v.diff.strip(),
+                    "```",
+                    "",
+                ]
+    return "\n".join(out)

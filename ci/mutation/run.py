@@ -1,0 +1,104 @@
+"""Mutation testing of the reference, judged by the conformance suite only.
+
+    python ci/mutation/run.py [--group store] [--module PATH] [--budget 3600] [--jobs 2]
+                              [--limit N] [--seed 0] [--fresh] [--report docs/mutation.md]
+
+Sessions live under ``.mutation/`` per commit: a run resumes the pending mutants of the same
+commit, in the same seeded random order, so a budgeted run (cut short) is a uniform sample and
+the next run goes on from it. ``--fresh`` starts over. A new commit starts a new session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import platform
+import shlex
+import sys
+from pathlib import Path
+
+import execute
+import plan
+import report
+from select_tests import Baseline, run_baseline
+from targets import GROUPS, Group
+
+REPO = execute.REPO
+
+
+def _machine() -> str:
+    import os
+
+    return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--group", action="append", choices=[g.name for g in GROUPS], help="default: all")
+    p.add_argument("--module", action="append", help="one target module (repeatable)")
+    p.add_argument("--budget", type=float, default=3600.0, help="seconds; no new mutant starts after it")
+    p.add_argument("--jobs", type=int, default=2, help="parallel workers (one repo copy each)")
+    p.add_argument("--limit", type=int, help="run at most this many mutants")
+    p.add_argument("--seed", type=int, default=0, help="the sampling order")
+    p.add_argument("--fresh", action="store_true", help="discard this commit's results and start over")
+    p.add_argument("--dir", type=Path, default=REPO / ".mutation", help="sessions and repo copies")
+    p.add_argument("--report", type=Path, help="write the score here (e.g. docs/mutation.md)")
+    p.add_argument("--survivors", type=Path, help="write the untriaged survivors here")
+    p.add_argument("--ids", help="judge with these conformance IDs instead of the group's slice (smoke runs)")
+    p.add_argument("--triage", type=Path, default=REPO / "docs" / "mutation-triage.toml")
+    p.add_argument("--report-only", action="store_true", help="score what has run; run nothing")
+    args = p.parse_args(argv)
+
+    head = execute.commit()
+    groups = [g for g in GROUPS if not args.group or g.name in args.group]
+    if args.ids:
+        groups = [Group(f"{g.name}[{args.ids}]", g.modules, args.ids, g.in_process) for g in groups]
+    by_module = {m: g for g in groups for m in g.modules if not args.module or m in args.module}
+    modules = list(by_module)
+    if args.module and len(modules) != len(args.module):
+        unknown = set(args.module) - set(modules)
+        raise SystemExit(f"not a mutation target: {sorted(unknown)} (targets: see ci/mutation/targets.py)")
+    root = args.dir / head[:12]
+    sessions = root / "sessions"
+    workdirs = [root / f"work{i}" for i in range(max(1, args.jobs))]
+
+    if not args.report_only:
+        for w in workdirs:
+            execute.extract_head(w)  # also undoes a mutant that a killed run left in place
+        for module in modules:
+            if args.fresh or not plan.session_path(sessions, module).exists():
+                n = plan.init_session(module, workdirs[0], sessions)
+                print(f"plan: {module}: {n} mutants", flush=True)
+        base_file = root / "baseline.json"
+        base = Baseline.load(base_file) if base_file.exists() else Baseline()
+        needed = list({g.name: g for g in by_module.values()}.values())
+        run_baseline(base, needed, workdirs[0], execute.test_env(workdirs[0]), root)
+        base.save(base_file)
+        from rich.progress import Progress
+
+        with Progress() as progress:
+            counts = execute.run(
+                by_module, sessions, base, workdirs, budget_s=args.budget, seed=args.seed,
+                limit=args.limit, progress=progress,
+            )  # fmt: skip
+        print(json.dumps(counts), flush=True)
+
+    triage = report.load_triage(args.triage)
+    scores = [s for s in report.score(sessions, triage) if s.module in modules]
+    command = "python ci/mutation/run.py " + shlex.join(argv if argv is not None else sys.argv[1:])
+    text = report.markdown(
+        scores, commit=head, date=dt.date.today().isoformat(), command=command.strip(),
+        machine=_machine(),
+    )  # fmt: skip
+    print(text)
+    if args.report:
+        args.report.write_text(text + "\n")
+    if args.survivors:
+        args.survivors.parent.mkdir(parents=True, exist_ok=True)
+        args.survivors.write_text(report.survivors_markdown(scores) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

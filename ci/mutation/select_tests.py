@@ -1,0 +1,99 @@
+"""Which conformance tests judge a mutant, fastest first.
+
+One baseline run of the slice per commit records each test's duration and, for code that runs
+in the pytest process, which tests reach each line (coverage contexts). A mutant then runs only
+the tests that reach its lines, and stops at the first failure. A mutant no test reaches is a
+survivor without running anything: no conformance property looks at that line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from targets import Group
+
+PYTEST = ["-m", "pytest", "conformance", "--impl=reference", "--device=sim", "-p", "no:randomly"]
+
+
+@dataclass
+class Baseline:
+    """Durations of every test of every slice, and line coverage of the in-process ones."""
+
+    durations: dict[str, float] = field(default_factory=dict)
+    slices: dict[str, list[str]] = field(default_factory=dict)  # conformance ids -> node ids
+    lines: dict[str, dict[int, list[str]]] = field(default_factory=dict)  # module -> line -> ids
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(self.__dict__))
+
+    @classmethod
+    def load(cls, path: Path) -> Baseline:
+        raw = json.loads(path.read_text())
+        raw["lines"] = {m: {int(k): v for k, v in ls.items()} for m, ls in raw["lines"].items()}
+        return cls(**raw)
+
+    def tests_for(self, group: Group, module: str, first: int, last: int) -> list[str]:
+        if group.in_process:
+            ids = {t for line in range(first, last + 1) for t in self.lines.get(module, {}).get(line, ())}
+        else:
+            ids = set(self.slices[group.ids])
+        return sorted(ids, key=lambda t: self.durations.get(t, 0.0))
+
+
+def _junit_durations(path: Path) -> dict[str, float]:
+    out = {}
+    for case in ET.parse(path).iter("testcase"):
+        if case.find("skipped") is not None:
+            continue
+        cls, name = case.get("classname", ""), case.get("name", "")
+        module = cls.replace(".", "/") + ".py"
+        out[f"{module}::{name}"] = float(case.get("time", 0))
+    return out
+
+
+def _coverage_lines(data_file: Path, workdir: Path, modules: tuple[str, ...]) -> dict:
+    import coverage
+
+    data = coverage.CoverageData(basename=str(data_file))
+    data.read()
+    out: dict[str, dict[int, list[str]]] = {}
+    for module in modules:
+        by_line = data.contexts_by_lineno(str((workdir / module).resolve())) or {}
+        out[module] = {
+            line: sorted({c.split("|", 1)[0] for c in ctxs if c}) for line, ctxs in by_line.items()
+        }
+    return out
+
+
+def run_baseline(base: Baseline, groups: list[Group], workdir: Path, env: dict[str, str], out: Path) -> None:
+    """Run each slice not yet in ``base`` once on the unmutated code; it must be green."""
+    for group in groups:
+        if group.ids in base.slices and all(m in base.lines for m in group.modules if group.in_process):
+            continue
+        tag = hashlib.sha1(group.ids.encode()).hexdigest()[:8]
+        junit = out / f"baseline-{tag}.xml"
+        cmd = [sys.executable, *PYTEST, f"--conformance-ids={group.ids}", f"--junitxml={junit}", "-q"]
+        cov_file = out / f"coverage-{tag}"
+        run_env = env
+        if group.in_process:
+            run_env = {**env, "COVERAGE_FILE": str(cov_file)}
+            # Directories, not package names: --cov=pkg imports it too early (numpy twice).
+            dirs = sorted({str((workdir / m).parent.resolve()) for m in group.modules})
+            cmd += [f"--cov={d}" for d in dirs]
+            cmd += ["--cov-context=test", "--cov-report="]
+        print(f"baseline: {group.name}: {shlex.join(cmd[1:])}", flush=True)
+        proc = subprocess.run(cmd, cwd=workdir, env=run_env)
+        if proc.returncode != 0:
+            raise SystemExit(f"baseline of {group.name} failed (exit {proc.returncode}): fix the suite first")
+        durations = _junit_durations(junit)
+        base.durations.update(durations)
+        base.slices[group.ids] = sorted(durations)
+        if group.in_process:
+            base.lines.update(_coverage_lines(cov_file, workdir, group.modules))
