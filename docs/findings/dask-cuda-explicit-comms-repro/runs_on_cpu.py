@@ -1,4 +1,4 @@
-"""Does dask-cuda 26.2's explicit-comms shuffle run on CPU with pandas? (no GPU, no cuDF,
+"""Does dask-cuda 26.4's explicit-comms shuffle run on CPU with pandas? (no GPU, no cuDF,
 no project code; run with .venv-daskcuda's python)
 
 Prints CONFIRMED when ``dask_cuda.explicit_comms.dataframe.shuffle.shuffle`` shuffles a

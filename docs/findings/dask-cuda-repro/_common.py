@@ -1,4 +1,4 @@
-"""Shared helpers for the dask-cuda 26.2 repro scripts (no GPU, no project code).
+"""Shared helpers for the dask-cuda 26.4 repro scripts (first written for 26.2) (no GPU, no project code).
 
 ``DevArray`` is a stand-in "device" array for dask-cuda: a numpy buffer that
 exposes ``__cuda_array_interface__`` so dask-cuda's default dispatches proxify
