@@ -19,3 +19,7 @@ python -m pytest tests -n 2 "$@"
 # 2 minutes on 2 cores.
 python -m pytest stress -n 2 "$@"
 python -m pytest conformance --impl=reference --device=sim -n 2 "$@"
+# The CPU peers' manifests, on a few IDs (< 60 s): a stale entry, a broken findings link or an
+# undocumented failure of zict or distributed-spill fails CI. The full table runs nightly
+# (ci/workflows/nightly-peers.yml).
+bash ci/peers.sh --fast "$@"
