@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 import os
 
-from conformance import conformance_id, requires
+from conformance import conformance_id, not_exercised, requires
 from conformance.harness import LIMIT
 from conformance.probes import recording_device, tree
 
@@ -52,3 +52,42 @@ def test_close_leaves_nothing_behind(impl, make_store, device_kind):
         f"after close and the release of every value handed out, {h.ledger():,} device bytes "
         f"are still in use"
     )
+
+
+@conformance_id("STORE-CLOSE-002", clause="11.6")
+@requires("store", "store.oom.on_demand")
+def test_a_dropped_store_leaves_no_acting_oom_handler(impl, tmp_path, device_kind):
+    """A store with values is dropped without close and collected; then an allocation that does
+    not fit must raise the device's out-of-memory error, nothing else, and no handler call may
+    report progress: the store that could have spilled is gone."""
+    if device_kind != "sim":
+        not_exercised("needs the recording sim device")
+    from conformance.harness import StoreHarness
+    from reference_impl.device import DeviceOutOfMemoryError
+
+    dev = recording_device(4 * LIMIT)
+    h = StoreHarness(impl.adapter, device_kind, tmp_path, device=dev, disk_accounting=False)
+    for i in range(3):
+        h.store[f"k{i}"] = h.value(LIMIT // 3, seed=i)
+    registered = dev.registered()
+    h.store = None  # dropped, never closed
+    gc.collect()
+    assert h.ledger() == 0, f"a dropped store still holds {h.ledger():,} device bytes"
+    calls_before = len(dev.calls)
+    taken = dev.empty(3 * LIMIT, "uint8")  # fits; the next one fits the device, not what is free
+    try:
+        dev.empty(2 * LIMIT, "uint8")
+    except DeviceOutOfMemoryError:
+        pass
+    except Exception as exc:  # the handler of a dead store raised into the caller
+        raise AssertionError(
+            f"an allocation after the store was collected raised {type(exc).__name__}: {exc} "
+            f"(handlers registered while it lived: {registered})"
+        ) from exc
+    else:
+        raise AssertionError("an allocation larger than the free device memory succeeded")
+    del taken
+    progress = [c for c in dev.calls[calls_before:] if c.result is True]
+    assert not progress, f"a collected store's OOM handler claimed progress: {progress}"
+    gc.collect()
+    assert h.ledger() == 0, f"{h.ledger():,} device bytes in use after the failed allocation"

@@ -18,6 +18,7 @@ import threading
 from broken_base import Wrapped, _Broken, _OwnOom, _OwnOomHandler  # noqa: F401 - re-exported
 from broken_data import ZOO as _DATA
 from broken_disk import ZOO as _DISK
+from broken_mutants import ZOO as _MUTANTS
 from broken_tiers import ZOO as _TIERS
 
 from conformance.api import Snapshot
@@ -301,6 +302,7 @@ EXPECTED: dict[str, tuple[type, str]] = {
     **_TIERS,
     **_DATA,
     **_DISK,
+    **_MUTANTS,
 }
 
 for _attr, (_cls, _cid) in EXPECTED.items():

@@ -1,0 +1,97 @@
+"""Broken stores that are mutants of the reference: each is one mutation that survived the
+conformance suite (ci/mutation), fixed in place by swapping the code of one function.
+
+A mutant survivor is a property the contract lacked; the clause added for it is proven by the
+zoo catching the same mutant. The patch is textual (``old`` -> ``new`` once, inside the named
+function), so an entry fails loudly when the reference's code moves on and the text is gone.
+Patching is process-wide, so each adapter runs in a process of its own (it has ``__init__``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import textwrap
+from typing import Any
+
+from broken_base import _Broken
+
+
+def _target(module: Any, qualname: str) -> Any:
+    obj: Any = module
+    for part in qualname.split("."):
+        obj = vars(obj)[part] if isinstance(obj, type) or inspect.ismodule(obj) else getattr(obj, part)
+    return obj.fget if isinstance(obj, property) else obj
+
+
+def patch_function(module_name: str, qualname: str, old: str, new: str) -> None:
+    """Replace ``old`` with ``new`` (once) in one function of the reference, in place."""
+    module = importlib.import_module(module_name)
+    func = _target(module, qualname)
+    source = textwrap.dedent(inspect.getsource(func))
+    if source.count(old) != 1:
+        raise AssertionError(
+            f"{module_name}.{qualname}: {old!r} occurs {source.count(old)} times (want once): "
+            "the reference changed; update this mutant"
+        )
+    lines = source.splitlines()
+    while lines and lines[0].lstrip().startswith("@"):
+        lines.pop(0)  # the decorators already applied to the live function
+    namespace: dict[str, Any] = {}
+    code = compile("\n".join(lines).replace(old, new, 1), inspect.getsourcefile(func), "exec")
+    exec(code, vars(module), namespace)  # noqa: S102 - the reference's own code, one change
+    mutated = namespace[func.__name__]
+    if mutated.__code__.co_freevars != func.__code__.co_freevars:
+        raise AssertionError(f"{qualname}: the mutant's closure differs from the original")
+    func.__code__ = mutated.__code__
+
+
+class Mutant(_Broken):
+    """The reference with one function mutated (``module``, ``qualname``, ``old`` -> ``new``)."""
+
+    module = ""
+    qualname = ""
+    old = ""
+    new = ""
+
+    def __init__(self) -> None:
+        super().__init__()
+        patch_function(self.module, self.qualname, self.old, self.new)
+
+
+def mutant(name: str, violates: tuple[str, ...], module: str, qualname: str, old: str, new: str) -> type:
+    attrs = dict(name=name, violates=violates, module=module, qualname=qualname, old=old, new=new)
+    return type(name.title().replace("-", ""), (Mutant,), attrs)
+
+
+# Mutants that survived the suite before their clause existed (docs/mutation-triage.toml).
+SIZEOF_UNSPILLS = mutant(
+    "mutant-sizeof-unspills", ("5.6",), "reference_impl.store.proxy", "_sizeof_proxy",
+    'return int(_get_detail(proxy).meta.get("nbytes", 0))', "return int(_use(proxy).nbytes)",
+)
+UFUNC_OUT_COPIES = mutant(
+    "mutant-ufunc-out-copies", ("13.3", "13.1"), "reference_impl.store.proxy",
+    "ProxyObject.__array_ufunc__", "tuple(unwrap(o) for o in", "tuple(unwrap(o).copy() for o in",
+)
+SEND_UNSPILLS = mutant(
+    "mutant-send-unspills", ("13.4", "5.3"), "reference_impl.store.dask_hooks", "_host_payload",
+    "state = store._pickle_state(detail) if store is not None else (",
+    "state = (store._use_proxy(proxy, detail), store._pickle_state(detail))[1] if store is not None else (",
+)
+CLOSED_READS_ZEROS = mutant(
+    "mutant-closed-reads-zeros", ("11.7",), "reference_impl.store.proxy", "_use_unmanaged",
+    "raise StoreClosedError(",
+    'return detail.device.zeros(detail.meta["shape"], detail.meta["dtype"])\n        raise StoreClosedError(',
+)
+DEAD_HANDLER_CLAIMS = mutant(
+    "mutant-dead-oom-handler-claims-progress", ("11.6",), "reference_impl.store.hostfile",
+    "_OomHook.__call__", "return False\n    return store._on_oom", "return True\n    return store._on_oom",
+)
+
+ZOO: dict[str, tuple[type, str]] = {
+    "mutant_sizeof_unspills": (SIZEOF_UNSPILLS, "STORE-USE-001"),
+    "mutant_ufunc_out_copies": (UFUNC_OUT_COPIES, "STORE-USE-002"),
+    "mutant_send_unspills": (SEND_UNSPILLS, "STORE-USE-003"),
+    "mutant_closed_reads_zeros": (CLOSED_READS_ZEROS, "STORE-USE-004"),
+    "mutant_dead_oom_handler_claims_progress": (DEAD_HANDLER_CLAIMS, "STORE-CLOSE-002"),
+}
