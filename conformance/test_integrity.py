@@ -81,6 +81,24 @@ def test_truncated_file_detected(impl, make_store):
     _check_damage(h, keys, errors)
 
 
+@conformance_id("STORE-INTEG-006", clause=("10.7", "10.2", "10.6"))
+@requires("store", "store.spill.disk", "store.integrity")
+@pytest.mark.parametrize("damage", ["removed", "emptied"])
+def test_removed_or_emptied_file_detected(impl, make_store, damage):
+    """Someone else removes a spill file, or truncates it to zero bytes (a scratch-directory
+    cleaner, a full disk's repair): reading its key must raise an error naming the key, never
+    return an empty or other value, and every other key still reads back."""
+    h, keys, on_disk, files = _disk_keys(impl, make_store)
+    path = max(files, key=files.get)
+    if damage == "removed":
+        os.unlink(path)
+    else:
+        os.truncate(path, 0)
+    h.disk_accounting = False  # the store counted the file it wrote; judged after the delete
+    errors = _read_all(h, keys)
+    _check_damage(h, keys, errors)
+
+
 class _Tripwire:
     def __init__(self, path):
         self.path = path

@@ -94,6 +94,35 @@ def test_unhashable_keys_rejected_cleanly(harness):
     assert value_digest(h.device, s["ok"]) == seed_digest(3, 128)
 
 
+@conformance_id("STORE-MAP-010", clause=("1.16", "1.15"))
+@requires("store")
+def test_unhashable_keys_rejected_by_every_method(harness):
+    """``in``, ``pop`` (with and without a default), ``del``, ``setdefault`` and ``get`` with a
+    default, given an unhashable key, reject it as 1.16 says and change nothing."""
+    h, s = harness, harness.store
+    s["ok"] = h.value(128, seed=3)
+    before = dict(h.snapshot().tiers)
+    for bad in ([1, 2], {"a": 1}, {1}):
+        try:
+            found = bad in s
+        except TypeError:
+            found = False
+        assert found is False, f"{bad!r} in store returned {found!r}"
+        for what, call in (
+            ("pop(k)", lambda: s.pop(bad)),
+            ("pop(k, d)", lambda: s.pop(bad, None)),
+            ("del store[k]", lambda: s.__delitem__(bad)),
+        ):
+            with pytest.raises((TypeError, KeyError)):
+                call()
+                raise AssertionError(f"{what} accepted the unhashable key {bad!r}")
+        with pytest.raises(TypeError):
+            s.setdefault(bad, h.value(64, seed=5))
+    assert dict(h.snapshot().tiers) == before, "a rejected key changed the store"
+    h.check({"ok"})
+    assert value_digest(h.device, s["ok"]) == seed_digest(3, 128)
+
+
 @conformance_id("STORE-MAP-006", clause="2.4")
 @requires("store")
 def test_nested_values_round_trip(harness):

@@ -87,8 +87,18 @@ DEAD_HANDLER_CLAIMS = mutant(
     "mutant-dead-oom-handler-claims-progress", ("11.6",), "reference_impl.store.hostfile",
     "_OomHook.__call__", "return False\n    return store._on_oom", "return True\n    return store._on_oom",
 )
+CONTAINS_UNHASHABLE = mutant(
+    "mutant-contains-unhashable", ("1.16",), "reference_impl.store.hostfile",
+    "ProxifyHostFile.__contains__", "return False", "return True",
+)
+MISSING_FILE_UNNAMED = mutant(
+    "mutant-missing-file-unnamed", ("10.7",), "reference_impl.store.disk", "SpillDir.read",
+    "except FileNotFoundError as exc:", "except LookupError as exc:",
+)
 
 ZOO: dict[str, tuple[type, str]] = {
+    "mutant_contains_unhashable": (CONTAINS_UNHASHABLE, "STORE-MAP-010"),
+    "mutant_missing_file_unnamed": (MISSING_FILE_UNNAMED, "STORE-INTEG-006"),
     "mutant_sizeof_unspills": (SIZEOF_UNSPILLS, "STORE-USE-001"),
     "mutant_ufunc_out_copies": (UFUNC_OUT_COPIES, "STORE-USE-002"),
     "mutant_send_unspills": (SEND_UNSPILLS, "STORE-USE-003"),
