@@ -109,9 +109,9 @@ def test_unhashable_keys_rejected_by_every_method(harness):
             found = False
         assert found is False, f"{bad!r} in store returned {found!r}"
         for what, call in (
-            ("pop(k)", lambda: s.pop(bad)),
-            ("pop(k, d)", lambda: s.pop(bad, None)),
-            ("del store[k]", lambda: s.__delitem__(bad)),
+            ("pop(k)", lambda bad=bad: s.pop(bad)),
+            ("pop(k, d)", lambda bad=bad: s.pop(bad, None)),
+            ("del store[k]", lambda bad=bad: s.__delitem__(bad)),
         ):
             with pytest.raises((TypeError, KeyError)):
                 call()
