@@ -32,20 +32,13 @@ def byte_order_lost():
 
 def test_teardown_closes_the_stores_before_it_reports_a_wrong_value(byte_order_lost, tmp_path):
     """Clauses 2.1 and 11.3: the reported failure is the value, and nothing stays open."""
-    from conformance.machines import make_store_machine
+    from conformance.machines import StoreMachine
 
-    class Script:
-        def __init__(self, *draws):
-            self.draws = list(draws)
-
-        def draw(self, strategy, label=None):
-            return self.draws.pop(0)
-
-    caps = byte_order_lost.capabilities
-    m = make_store_machine(byte_order_lost, caps, "sim", tmp_path)()
+    cls = StoreMachine.configure(byte_order_lost, byte_order_lost.capabilities, "sim", tmp_path)
+    m = cls()
     m.start(host_limit=None, n_stores=1)
-    m.put(data=Script(True, "a", S.ArraySpec(">i8", 1024, 1, "none", 1)))
-    m.evict(data=Script(), frac=2.0)  # spilled: it comes back through the broken serializer
+    m.put(side=0, key="a", spec=S.ArraySpec(">i8", 1024, 1, "none", 1))
+    m.evict(side=0, frac=2.0)  # spilled: it comes back through the broken serializer
     side = m.sides[0]
     device, baseline, spill_dir = m.device, m.baseline, side.h.env.spill_dir
     assert files_under(spill_dir) or side.h.snapshot().tiers["a"] == "host"
