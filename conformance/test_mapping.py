@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 
@@ -173,6 +175,49 @@ def test_stores_are_isolated(make_store):
     assert value_digest(h2.device, h2.store["k0"]) == seed_digest(99, 100)
     assert value_digest(h1.device, h1.store["k0"]) == seed_digest(0, LIMIT // 2)
     assert h2.snapshot().device_bytes == 100
+
+
+@conformance_id("STORE-MAP-011", clause=("11.8", "3.1", "3.4"))
+@requires("store", "store.alias.dedup", "store.evict.manual")
+def test_a_value_from_another_store(impl, make_store):
+    """Store B (same device) is given a value store A handed out: first while A is open and
+    the value on the device, then after A spilled it and was closed. Each time B must either
+    refuse it, changing neither store, or hold it so that it reads back exactly and every
+    allocation is counted once across both stores."""
+    from conformance.api import evict
+
+    a = make_store()
+    b = make_store(device=a.device)
+    n = LIMIT // 4
+    a.store["k"] = a.value(n, seed=1)
+    a.store["s"] = a.value(n, seed=2)
+    v = a.store["k"]
+    accepted = []
+    try:
+        b.store["x"] = v
+        accepted.append("x")
+    except Exception:  # refusing is allowed; changing something is not
+        pass
+    sb = b.check(set(accepted), held=a.snapshot().device_bytes)
+    a.check({"k", "s"}, held=sb.device_bytes)
+    if accepted:
+        assert value_digest(b.device, b.store["x"]) == seed_digest(1, n), "B's copy reads back wrong"
+    w = a.store["s"]
+    evict(a.adapter, a.store, 4 * LIMIT)
+    spilled_on = a.snapshot().tiers["s"]
+    a.close(check=False)
+    try:
+        b.store["y"] = w
+        accepted.append("y")
+    except Exception:
+        pass
+    del v, w
+    gc.collect()
+    b.check(set(accepted))
+    if "y" in accepted:
+        assert value_digest(b.device, b.store["y"]) == seed_digest(2, n), (
+            f"a value from a closed store (it was on {spilled_on}) reads back wrong from B"
+        )
 
 
 @conformance_id("STORE-MAP-009", clause=("1.10", "1.1"))

@@ -95,8 +95,13 @@ MISSING_FILE_UNNAMED = mutant(
     "mutant-missing-file-unnamed", ("10.7",), "reference_impl.store.disk", "SpillDir.read",
     "except FileNotFoundError as exc:", "except LookupError as exc:",
 )
+ADOPTED_HOST_UNCOUNTED = mutant(
+    "mutant-adopted-host-uncounted", ("11.8", "3.4"), "reference_impl.store.tracking",
+    "Tracker.track", "self.tiers.host_bytes += rec.host_nbytes", "self.tiers.host_bytes += 0",
+)
 
 ZOO: dict[str, tuple[type, str]] = {
+    "mutant_adopted_host_uncounted": (ADOPTED_HOST_UNCOUNTED, "STORE-MAP-011"),
     "mutant_contains_unhashable": (CONTAINS_UNHASHABLE, "STORE-MAP-010"),
     "mutant_missing_file_unnamed": (MISSING_FILE_UNNAMED, "STORE-INTEG-006"),
     "mutant_sizeof_unspills": (SIZEOF_UNSPILLS, "STORE-USE-001"),
