@@ -76,3 +76,32 @@ def test_in_place_writes_survive_spill_and_unspill(impl, make_store):
         f"{big_n:,} bytes differ)"
     )
     h.check(set(s), oversize={"big": big_n})
+
+
+@conformance_id("STORE-INPLACE-002", clause=("13.1", "3.5", "4.4"))
+@requires("store", "store.spill.disk", "store.limit.host")
+def test_in_place_writes_to_an_oversize_value_on_disk(make_store):
+    """A value over the device limit with a host limit of 0 lives on disk and is used through
+    transient copies; writes through them must be in the value when it is read back, and its
+    file must be rewritten, not added to: disk_bytes stays equal to the files under spill_dir."""
+    h = make_store(host_limit=0)
+    s = h.store
+    big_n = LIMIT + N
+    want = host_bytes(3, big_n).copy()
+    s["big"] = h.value(big_n, seed=3)
+    tier = h.snapshot().tiers["big"]
+    if tier != "disk":
+        not_exercised(f"a value over the limit with host limit 0 went to {tier}, not disk")
+    b = s["big"]
+    b[:8] = 4
+    want[:8] = 4
+    b *= 3
+    want *= 3
+    del b
+    h.check({"big"}, oversize={"big": big_n})
+    got = to_host(h.device, s["big"])
+    assert digest(got) == digest(want), (
+        f"writes to an oversize value on disk were lost ({int((got != want).sum())} of "
+        f"{big_n:,} bytes differ)"
+    )
+    h.check({"big"}, oversize={"big": big_n})

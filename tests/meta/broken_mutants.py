@@ -99,8 +99,13 @@ ADOPTED_HOST_UNCOUNTED = mutant(
     "mutant-adopted-host-uncounted", ("11.8", "3.4"), "reference_impl.store.tracking",
     "Tracker.track", "self.tiers.host_bytes += rec.host_nbytes", "self.tiers.host_bytes += 0",
 )
+DISK_WRITE_BACK_ADDS = mutant(
+    "mutant-disk-write-back-adds", ("3.5",), "reference_impl.store.tiers", "TierMover.write_back",
+    "new_file.nbytes - rec.disk_nbytes", "new_file.nbytes + rec.disk_nbytes",
+)
 
 ZOO: dict[str, tuple[type, str]] = {
+    "mutant_disk_write_back_adds": (DISK_WRITE_BACK_ADDS, "STORE-INPLACE-002"),
     "mutant_adopted_host_uncounted": (ADOPTED_HOST_UNCOUNTED, "STORE-MAP-011"),
     "mutant_contains_unhashable": (CONTAINS_UNHASHABLE, "STORE-MAP-010"),
     "mutant_missing_file_unnamed": (MISSING_FILE_UNNAMED, "STORE-INTEG-006"),
