@@ -281,3 +281,29 @@ def test_evict_frees_what_it_says_lru_first(make_store):
             f"evict({ask:,}) returned {freed!r}, the ledger dropped {dropped:,}"
         )
         h.check("abcd")
+
+
+@conformance_id("STORE-CASCADE-004", clause=("5.4", "4.3", "4.4"))
+@requires("store", "store.spill.host", "store.spill.disk", "store.limit.host", "store.lru.strict")
+def test_using_an_oversize_value_refreshes_it_on_host(make_store):
+    """Values over the device limit live on host (4.3) and are used from there. Using one must
+    make it the most recent on the host tier too: with room on host for two of them, a and b
+    stored, a read, then c stored, the cascade takes b to disk and keeps a on host (5.4)."""
+    big = LIMIT + N
+    h = make_store(host_limit=2 * (big + HOST_SLACK) + HOST_SLACK)
+    s = h.store
+    s["a"] = h.value(big, seed=1)
+    s["b"] = h.value(big, seed=2)
+    tiers = dict(h.snapshot().tiers)
+    if tiers != {"a": "host", "b": "host"}:
+        not_exercised(f"two oversize values did not both land on host: {tiers}")
+    v = s["a"]
+    assert value_digest(h.device, v) == seed_digest(1, big)
+    del v
+    s["c"] = h.value(big, seed=3)
+    tiers = dict(h.snapshot().tiers)
+    assert tiers.get("b") == "disk" and tiers.get("a") == "host", (
+        f"after using a (oversize, on host) and storing c, the cascade left {tiers}: the least "
+        f"recently used host value is b, which must go to disk first"
+    )
+    h.check({"a", "b", "c"}, oversize={k: big for k in "abc"})

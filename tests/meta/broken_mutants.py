@@ -103,8 +103,13 @@ DISK_WRITE_BACK_ADDS = mutant(
     "mutant-disk-write-back-adds", ("3.5",), "reference_impl.store.tiers", "TierMover.write_back",
     "new_file.nbytes - rec.disk_nbytes", "new_file.nbytes + rec.disk_nbytes",
 )
+HOST_USE_NOT_TOUCHED = mutant(
+    "mutant-host-use-not-touched", ("5.4",), "reference_impl.store.lru", "Recency.touch",
+    "elif lru == HOST:", "elif lru == HOST and False:",
+)
 
 ZOO: dict[str, tuple[type, str]] = {
+    "mutant_host_use_not_touched": (HOST_USE_NOT_TOUCHED, "STORE-CASCADE-004"),
     "mutant_disk_write_back_adds": (DISK_WRITE_BACK_ADDS, "STORE-INPLACE-002"),
     "mutant_adopted_host_uncounted": (ADOPTED_HOST_UNCOUNTED, "STORE-MAP-011"),
     "mutant_contains_unhashable": (CONTAINS_UNHASHABLE, "STORE-MAP-010"),
