@@ -35,7 +35,6 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.stateful import (
-    Bundle,
     RuleBasedStateMachine,
     initialize,
     invariant,
@@ -47,7 +46,7 @@ from . import strategies as S
 from .api import evict as adapter_evict
 from .harness import LIMIT, StoreHarness, files_under, make_device
 from .store_model import Held, StoreModel
-from .world import WorldRules
+from .world import KEYS, WorldRules
 
 ROOT = "<root>"  # stands for the test's directory in drawn keys (an absolute-looking key)
 
@@ -83,7 +82,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
     any_keys = False
     world = False  # the environment moves too (conformance.world)
 
-    keys = Bundle("keys")
+    keys = KEYS
 
     @classmethod
     def configure(
@@ -129,6 +128,8 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
     @initialize(host_limit=HOST_LIMITS, n_stores=st.sampled_from([1, 1, 2]))
     def start(self, host_limit, n_stores):
         """Clauses 11.1 and 11.2: stores on one device and one parent directory stay isolated."""
+        if self.world:
+            host_limit = 0  # the environment's rules want values on disk, at once
         self.host_limit = host_limit if self.has("store.limit.host") else None
         gc.collect()
         # Everything that exists now (hypothesis's own state, the test process) goes to
@@ -164,7 +165,15 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
             spec = _native_only(spec)
         if self.limit != LIMIT:
             spec = _scaled(spec, self.limit / LIMIT)
-        return S.build(spec, self.device)
+        try:
+            return S.build(spec, self.device)
+        except MemoryError:
+            if not self.world_held():
+                raise
+            self.world_release()  # the environment gives its memory back to the caller
+            for s in self.sides:
+                s.device_bytes = s.h.snapshot().device_bytes
+            return S.build(spec, self.device)
 
     @staticmethod
     def _held(built: S.Built, payload: bool = True) -> Held:
@@ -265,7 +274,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
         another key's str/repr, or be long."""
         return self._put(side, self._key(key), spec)
 
-    @precondition(lambda self: self.sides and self.any_keys)
+    @precondition(lambda self: not self.world and (self.sides and self.any_keys))
     @rule(target=keys, side=SIDES, key=S.any_keys(ROOT), spec=VALUES)
     def put_any_key(self, side, key, spec):
         """Clauses 1.11, 1.12 and 1.13: any hashable dask uses; equal numbers are one key."""
@@ -277,7 +286,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
         """Clause 1.3: setting a present key replaces its value (a new key in another store)."""
         self._put(side, key, spec)
 
-    @precondition(lambda self: self.sides)
+    @precondition(lambda self: not self.world and (self.sides))
     @rule(
         side=SIDES,
         key=S.str_keys(ROOT),
@@ -306,7 +315,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
         gc.collect()
         self._unchanged(s, before, f"a rejected store[{bad!r}] = ...")
 
-    @precondition(lambda self: self.sides and self.dedup)
+    @precondition(lambda self: not self.world and (self.sides and self.dedup))
     @rule(side=SIDES, k1=keys, k2=keys, spec=VALUES)
     def put_same_object_under_two_keys(self, side, k1, k2, spec):
         """Clause 3.2: one allocation under two keys is counted (and written) once."""
@@ -321,7 +330,9 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
         s.model.remember(k1, self._held(built))
         s.model.remember(k2, self._held(built))
 
-    @precondition(lambda self: self.dedup and any(s.model.keys for s in self.sides))
+    @precondition(
+        lambda self: not self.world and (self.dedup and any(s.model.keys for s in self.sides))
+    )
     @rule(side=SIDES, src=keys, dst=keys)
     def put_view_of_stored(self, side, src, dst):
         """Clauses 3.2 and 2.6: a view of a stored value shares its allocation."""
@@ -342,7 +353,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
         half = S.DeviceLeaf(leaf.host[: n // 2].copy(), leaf.alloc, leaf.nbytes, "")
         s.model.remember(dst, Held(half, dict(held.allocs), False, False, 0))
 
-    @precondition(lambda self: self.sides)
+    @precondition(lambda self: not self.world and (self.sides))
     @rule(
         side=SIDES,
         items=st.lists(st.tuples(keys, VALUES), min_size=1, max_size=3),
@@ -370,7 +381,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
         for k, b in effect:
             s.model.remember(k, self._held(b))
 
-    @precondition(lambda self: self.sides)
+    @precondition(lambda self: not self.world and (self.sides))
     @rule(side=SIDES, key=keys, spec=VALUES)
     def setdefault(self, side, key, spec):
         """Clause 1.5: setdefault returns the present value untouched, or stores the default."""
@@ -413,7 +424,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
             self._check_value(s, key, value)
         del value
 
-    @precondition(lambda self: self.sides)
+    @precondition(lambda self: not self.world and (self.sides))
     @rule(side=SIDES, key=keys, default=st.sampled_from([None, 0, "default"]))
     def get_with_default(self, side, key, default):
         """Clause 1.9: get(missing, d) is d and changes nothing; get(present, d) the value."""
@@ -429,7 +440,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
         assert s.h.store.get(key, default) is default
         self._unchanged(s, before, f"get({key!r}, default)")
 
-    @precondition(lambda self: self.sides)
+    @precondition(lambda self: not self.world and (self.sides))
     @rule(side=SIDES, probe=keys)
     def look_without_touching(self, side, probe):
         """Clause 5.3: `in`, len, iteration and inspect neither touch recency nor move data."""
@@ -448,7 +459,11 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
         assert self.device.peak_bytes() == entry, "looking at keys allocated device memory"
         self._unchanged(s, before, "`in`/len/iteration/inspect")
 
-    @precondition(lambda self: self.has("store.pickle") and any(s.model.keys for s in self.sides))
+    @precondition(
+        lambda self: (
+            not self.world and (self.has("store.pickle") and any(s.model.keys for s in self.sides))
+        )
+    )
     @rule(side=SIDES, key=keys)
     def pickle_value(self, side, key):
         """Clauses 5.3 and 13.2: pickling a value round-trips and moves nothing."""
@@ -466,7 +481,10 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
         del copy, blob
 
     @precondition(
-        lambda self: self.has("store.proxy") and any(len(s.model.keys) >= 2 for s in self.sides)
+        lambda self: (
+            not self.world
+            and (self.has("store.proxy") and any(len(s.model.keys) >= 2 for s in self.sides))
+        )
     )
     @rule(
         side=SIDES,
@@ -561,7 +579,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
         s.model.touch(key)  # popping reads the value: its alias group was used
         s.model.forget(key)
 
-    @precondition(lambda self: self.sides)
+    @precondition(lambda self: not self.world and (self.sides))
     @rule(side=SIDES)
     def popitem(self, side):
         """Clause 1.7: popitem returns some stored pair exactly, KeyError when empty."""
@@ -585,7 +603,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
         s.model.touch(key)  # popping reads the value: its alias group was used
         s.model.forget(key)
 
-    @precondition(lambda self: any(s.model.keys for s in self.sides))
+    @precondition(lambda self: not self.world and (any(s.model.keys for s in self.sides)))
     @rule(side=SIDES)
     def clear(self, side):
         """Clauses 1.8 and 3.3: clear() empties every tier."""
@@ -594,7 +612,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
             s.h.store.clear()
         s.model.clear()
 
-    @precondition(lambda self: any(len(s.model.keys) >= 2 for s in self.sides))
+    @precondition(lambda self: not self.world and (any(len(s.model.keys) >= 2 for s in self.sides)))
     @rule(side=SIDES, victim=keys)
     def iterate_while_mutating(self, side, victim):
         """Clause 1.10: iteration never yields a key twice and never corrupts the store."""
@@ -717,7 +735,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
             )
         del outside
 
-    @precondition(lambda self: any(len(s.model.keys) >= 2 for s in self.sides))
+    @precondition(lambda self: not self.world and (any(len(s.model.keys) >= 2 for s in self.sides)))
     @rule(side=SIDES)
     def close_and_reopen(self, side):
         """Clauses 11.3 and 11.2: close() leaves nothing and touches no other store."""

@@ -4,11 +4,13 @@ checked after every step."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
-from conformance import conformance_id, requires
+from conformance import conformance_id, not_exercised, requires
 from conformance.harness import LeakGuard
 from conformance.machines import StoreMachine
+from conformance.world import FIRED
 
 
 def _run(impl, device_kind, tmp_path, settings, **kw) -> None:
@@ -39,3 +41,27 @@ def test_store_state_machine(impl, device_kind, tmp_path, hyp_settings):
 def test_store_state_machine_any_keys(impl, device_kind, tmp_path, hyp_settings):
     """The same machine over any hashable key dask uses: 1, 1.0 and True are one key."""
     _run(impl, device_kind, tmp_path, hyp_settings(heavy=True), any_keys=True)
+
+
+@conformance_id(
+    "STORE-STATE-003",
+    clause=(
+        "3.1", "4.1", "4.2", "6.5", "7.3", "7.5", "8.1", "8.3", "9.6", "10.1", "10.2",
+        "10.3", "10.6", "10.7", "12.1", "12.3", "12.4", "13.5",
+    ),
+)  # fmt: skip
+@requires("store")
+@pytest.mark.filterwarnings("ignore:spilling .* failed")  # the full disk's own warnings
+def test_store_state_machine_world_moves(
+    impl, device_kind, tmp_path, hyp_settings, record_property
+):
+    """The same machine while the environment moves (SPEC.md section 15): allocations outside
+    the store, also inside its operations; the device filling up mid-spill and mid-unspill;
+    a full disk; spill files changed, truncated, removed or replaced and the spill directory
+    removed; another thread reading; externals dying on other threads; values whose
+    serialization raises, allocates or collects garbage, and whose size lies."""
+    FIRED.clear()
+    _run(impl, device_kind, tmp_path, hyp_settings(heavy=True), world=True)
+    record_property("faults_fired", dict(FIRED))
+    if not FIRED:
+        not_exercised("no environment fault fired in any example")

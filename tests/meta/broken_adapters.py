@@ -20,6 +20,7 @@ from broken_data import ZOO as _DATA
 from broken_disk import ZOO as _DISK
 from broken_mutants import ZOO as _MUTANTS
 from broken_tiers import ZOO as _TIERS
+from broken_world import ZOO as _WORLD
 
 from conformance.api import Snapshot
 
@@ -303,6 +304,7 @@ EXPECTED: dict[str, tuple[type, str]] = {
     **_DATA,
     **_DISK,
     **_MUTANTS,
+    **_WORLD,
 }
 
 for _attr, (_cls, _cid) in EXPECTED.items():
