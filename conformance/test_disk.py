@@ -462,3 +462,45 @@ def test_two_stores_share_a_spill_directory(impl, make_store):
     finally:
         if not closed:
             impl.adapter.close_store(two)
+
+
+@conformance_id("STORE-DISK-013", clause=("9.10", "10.1"))
+@requires("store", "store.spill.disk", "store.limit.host")
+def test_values_of_several_mib_round_trip_and_are_checked(impl, make_store):
+    """Values larger than any chunk a store hashes, buffers or batches by (here 3 and 5 MiB,
+    over a device limit of 64 KiB, with host limit 0: each goes to disk whole) read back
+    exactly, twice; then one byte changed deep in the larger file is detected, naming the key."""
+    h = make_store(host_limit=0, capacity=12 << 20)  # room to read the largest back
+    sizes = {"m3": 3 << 20, "m5": 5 << 20}
+    for i, (k, n) in enumerate(sizes.items()):
+        h.store[k] = h.value(n, seed=40 + i)
+    snap = h.check(set(sizes), oversize=sizes)
+    if set(snap.tiers.values()) != {"disk"}:
+        not_exercised(f"the values did not both go to disk: {dict(snap.tiers)}")
+    for _round in range(2):
+        for i, (k, n) in enumerate(sizes.items()):
+            assert value_digest(h.device, h.store[k]) == seed_digest(40 + i, n), (
+                f"{k} ({n:,} bytes) came back wrong from disk"
+            )
+        h.check(set(sizes), oversize=sizes)
+    if "store.integrity" not in impl.capabilities:
+        return
+    files = files_under(h.env.spill_dir)
+    path = max(files, key=files.get)
+    with open(path, "r+b") as f:
+        f.seek(files[path] * 3 // 4)
+        b = f.read(1)
+        f.seek(files[path] * 3 // 4)
+        f.write(bytes([b[0] ^ 0x5A]))
+    try:
+        v = h.store["m5"]
+        got = value_digest(h.device, v)
+    except Exception as exc:
+        assert "m5" in str(exc), f"the error must name the key 'm5': {type(exc).__name__}: {exc}"
+    else:
+        raise AssertionError(
+            f"a byte changed at 3/4 of a {files[path]:,}-byte spill file was not detected "
+            f"(read back {'intact' if got == seed_digest(41, 5 << 20) else 'changed'})"
+        )
+    del h.store["m5"]
+    h.check({"m3"}, oversize=sizes)

@@ -38,7 +38,6 @@ import threading
 import weakref
 from collections import deque
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 from blake3 import blake3
@@ -102,38 +101,18 @@ def readv_all(fd: int, buffers: Sequence[memoryview]) -> int:
 
 
 CHUNK = 1 << 20
-"""Bodies larger than this are hashed on the pool, overlapped with the write or read."""
-HASH_THREADS = max(1, min(4, os.cpu_count() or 1))
+"""Bodies larger than this are hashed on a thread, overlapped with the write or read."""
 _READ_BATCH = 4 * CHUNK  # read this much, then hand it to the hashing thread
-
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _hash_pool() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(HASH_THREADS, thread_name_prefix="spill-mac")
-        return _pool
-
-
-def _forget_pool_in_child() -> None:
-    global _pool, _pool_lock
-    _pool = None  # a forked child has none of the parent's threads
-    _pool_lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
 class _Mac:
-    """The tag of a body fed in order; a big body is hashed on the pool as it is fed.
+    """The tag of a body fed in order; a big body is hashed on a thread as it is fed.
 
-    One file's pieces must be hashed in order, so each file has at most one pool
-    job at a time, draining its own queue; files spilled by other threads hash
-    in parallel on the other pool threads. BLAKE3 releases the GIL while hashing.
+    One file's pieces must be hashed in order, so each file has at most one hashing
+    thread at a time, draining its own queue; files spilled by other threads hash in
+    parallel. BLAKE3 releases the GIL while hashing. The thread lives only as long as
+    the write or read that started it (``digest`` joins it): a process-wide pool would
+    outlive every store (found by STORE-DISK-013's leak check).
     """
 
     def __init__(self, key: bytes, name: str, expected: int) -> None:
@@ -143,7 +122,8 @@ class _Mac:
         self._queue: deque[memoryview] = deque()
         self._lock = threading.Lock()
         self._running = False
-        self._jobs: list[Future] = []
+        self._error: BaseException | None = None
+        self._threads: list[threading.Thread] = []
 
     def feed(self, buffers: Sequence[memoryview]) -> None:
         views = [memoryview(b).cast("B") for b in buffers]
@@ -155,22 +135,31 @@ class _Mac:
             self._queue.extend(views)
             if not self._running:
                 self._running = True
-                self._jobs.append(_hash_pool().submit(self._drain))
+                thread = threading.Thread(target=self._drain, name="spill-mac", daemon=True)
+                self._threads.append(thread)
+                thread.start()
 
     def _drain(self) -> None:
         queue, lock, update = self._queue, self._lock, self._h.update
-        while True:
+        try:
+            while True:
+                with lock:
+                    if not queue:
+                        self._running = False
+                        return
+                    view = queue.popleft()
+                update(view)
+        except BaseException as exc:  # handed to digest(), which re-raises it in the caller
             with lock:
-                if not queue:
-                    self._running = False
-                    return
-                view = queue.popleft()
-            update(view)
+                self._running = False
+                self._error = exc
 
     def digest(self) -> bytes:
-        """The tag; waits for the pool (also after a failure, so no work outlives us)."""
-        for job in self._jobs:
-            job.result()
+        """The tag; joins the hashing thread (also after a failure: no work outlives us)."""
+        for thread in self._threads:
+            thread.join()
+        if self._error is not None:
+            raise self._error
         return self._h.digest()
 
 

@@ -107,8 +107,13 @@ HOST_USE_NOT_TOUCHED = mutant(
     "mutant-host-use-not-touched", ("5.4",), "reference_impl.store.lru", "Recency.touch",
     "elif lru == HOST:", "elif lru == HOST and False:",
 )
+BIG_BODY_UNHASHED = mutant(
+    "mutant-big-body-unhashed", ("9.10", "10.1"), "reference_impl.store.disk", "_Mac._drain",
+    "if not queue:", "if queue:",
+)
 
 ZOO: dict[str, tuple[type, str]] = {
+    "mutant_big_body_unhashed": (BIG_BODY_UNHASHED, "STORE-DISK-013"),
     "mutant_host_use_not_touched": (HOST_USE_NOT_TOUCHED, "STORE-CASCADE-004"),
     "mutant_disk_write_back_adds": (DISK_WRITE_BACK_ADDS, "STORE-INPLACE-002"),
     "mutant_adopted_host_uncounted": (ADOPTED_HOST_UNCOUNTED, "STORE-MAP-011"),
