@@ -23,7 +23,7 @@ from pathlib import Path
 
 from cosmic_ray.mutating import mutate_and_test
 from cosmic_ray.work_db import WorkDB, use_db
-from cosmic_ray.work_item import MutationSpec, WorkItem
+from cosmic_ray.work_item import MutationSpec, TestOutcome, WorkerOutcome, WorkItem
 from plan import session_path
 from select_tests import PYTEST, Baseline
 from targets import Group
@@ -31,14 +31,14 @@ from targets import Group
 REPO = Path(__file__).resolve().parents[2]
 
 
-def commit() -> str:
-    return subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=REPO, text=True).strip()
+def commit(rev: str = "HEAD") -> str:
+    return subprocess.check_output(["git", "rev-parse", rev], cwd=REPO, text=True).strip()
 
 
-def extract_head(dest: Path) -> None:
-    """(Re)write ``dest`` with the committed tree, undoing any mutant a killed run left."""
+def extract(rev: str, dest: Path) -> None:
+    """(Re)write ``dest`` with the tree of ``rev``, undoing any mutant a killed run left."""
     dest.mkdir(parents=True, exist_ok=True)
-    blob = subprocess.check_output(["git", "archive", "HEAD"], cwd=REPO)
+    blob = subprocess.check_output(["git", "archive", rev], cwd=REPO)
     with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
         tar.extractall(dest, filter="data")
 
@@ -68,14 +68,54 @@ def pending(modules: list[str], sessions: Path, seed: int) -> list[Job]:
     return sorted(jobs, key=lambda j: rank(j.item.job_id, seed))
 
 
+def reached(job: Job, group: Group, base: Baseline) -> bool:
+    spec = job.item.mutations[0]
+    return bool(base.tests_for(group, job.module, spec.start_pos[0], spec.end_pos[0]))
+
+
+def reset_unreached(modules: list[str], sessions: Path) -> int:
+    """Forget results recorded without running a test (the runner's first policy)."""
+    import sqlite3
+
+    n = 0
+    for module in modules:
+        with sqlite3.connect(session_path(sessions, module)) as db:
+            n += db.execute(
+                "DELETE FROM work_results WHERE output LIKE 'no conformance test reaches%'"
+            ).rowcount
+    return n
+
+
+def carry_kills(modules: list[str], old: Path, new: Path) -> int:
+    """Copy into ``new`` the kills recorded in ``old`` for the same mutants (same module,
+    operator and position: the module's code must be unchanged). Sound when the suite only
+    grew between the two commits: a test that killed a mutant still kills it."""
+    n = 0
+    for module in modules:
+        src, dst = session_path(old, module), session_path(new, module)
+        if not src.exists() or not dst.exists():
+            continue
+        with use_db(str(src), WorkDB.Mode.open) as a:
+            killed = {
+                item.job_id: result
+                for item, result in a.completed_work_items
+                if result.worker_outcome == WorkerOutcome.NORMAL and result.test_outcome == TestOutcome.KILLED
+            }
+        with use_db(str(dst), WorkDB.Mode.open) as b:
+            for item in b.pending_work_items:
+                if item.job_id in killed:
+                    b.set_result(item.job_id, killed[item.job_id])
+                    n += 1
+    return n
+
+
 def command_for(job: Job, group: Group, base: Baseline, workdir: Path) -> tuple[str, float]:
     """The test command for one mutant, and its timeout."""
     spec = job.item.mutations[0]
     tests = base.tests_for(group, job.module, spec.start_pos[0], spec.end_pos[0])
     launcher = [sys.executable, str(Path(__file__).with_name("in_dir.py")), str(workdir)]
-    if not tests:
-        note = f"no conformance test reaches {job.module}:{spec.start_pos[0]}"
-        return shlex.join([sys.executable, "-c", f"print({note!r})"]), 30.0
+    if not tests:  # reached, if at all, only in a subprocess (coverage there is not recorded)
+        tests = sorted(base.slices[group.ids], key=lambda t: base.durations.get(t, 0.0))
     budget = sum(base.durations.get(t, 1.0) for t in tests)
     cmd = [*launcher, sys.executable, *PYTEST, "-x", "-q", "--no-header", "-p", "no:cov", *tests]
     return shlex.join(cmd), 3 * budget + 60
@@ -95,6 +135,8 @@ def run(
     """Run pending mutants of ``groups`` (module -> the slice judging it) until none is left,
     ``limit`` ran, or ``budget_s`` passed."""
     jobs = pending(list(groups), sessions, seed)
+    # Mutants no in-process test reaches run the whole slice: last, as they cost the most.
+    jobs.sort(key=lambda j: not reached(j, groups[j.module], base))
     if limit is not None:
         jobs = jobs[:limit]
     todo: queue.Queue[Job] = queue.Queue()

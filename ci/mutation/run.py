@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import fcntl
 import json
 import platform
 import shlex
@@ -33,6 +34,12 @@ def _machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
+def changed(module: str, old: str, new: str) -> bool:
+    import subprocess
+
+    return subprocess.run(["git", "diff", "--quiet", old, new, "--", module], cwd=REPO).returncode != 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--group", action="append", choices=[g.name for g in GROUPS], help="default: all")
@@ -47,10 +54,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--survivors", type=Path, help="write the untriaged survivors here")
     p.add_argument("--ids", help="judge with these conformance IDs instead of the group's slice (smoke runs)")
     p.add_argument("--triage", type=Path, default=REPO / "docs" / "mutation-triage.toml")
+    p.add_argument("--commit", default="HEAD", help="the commit whose code is mutated and judged")
+    p.add_argument("--carry-from", help="a commit whose kills carry over (same code, a suite that only grew)")
     p.add_argument("--report-only", action="store_true", help="score what has run; run nothing")
     args = p.parse_args(argv)
 
-    head = execute.commit()
+    head = execute.commit(args.commit)
     groups = [g for g in GROUPS if not args.group or g.name in args.group]
     if args.ids:
         groups = [Group(f"{g.name}[{args.ids}]", g.modules, args.ids, g.in_process) for g in groups]
@@ -64,12 +73,26 @@ def main(argv: list[str] | None = None) -> int:
     workdirs = [root / f"work{i}" for i in range(max(1, args.jobs))]
 
     if not args.report_only:
+        root.mkdir(parents=True, exist_ok=True)
+        lock = open(root / "lock", "w")  # noqa: SIM115 (held until the process exits)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SystemExit(f"another mutation run holds {root}: wait for it or use --dir") from None
         for w in workdirs:
-            execute.extract_head(w)  # also undoes a mutant that a killed run left in place
+            execute.extract(head, w)  # also undoes a mutant that a killed run left in place
         for module in modules:
             if args.fresh or not plan.session_path(sessions, module).exists():
                 n = plan.init_session(module, workdirs[0], sessions)
                 print(f"plan: {module}: {n} mutants", flush=True)
+        if args.carry_from:
+            old = args.dir / execute.commit(args.carry_from)[:12] / "sessions"
+            same = [m for m in modules if not changed(m, args.carry_from, head)]
+            n = execute.carry_kills(same, old, sessions)
+            print(f"carried {n} kills from {args.carry_from} ({len(modules) - len(same)} modules changed)", flush=True)
+        dropped = execute.reset_unreached([m for m in modules if plan.session_path(sessions, m).exists()], sessions)
+        if dropped:
+            print(f"reset {dropped} results judged without a test", flush=True)
         base_file = root / "baseline.json"
         base = Baseline.load(base_file) if base_file.exists() else Baseline()
         needed = list({g.name: g for g in by_module.values()}.values())

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from targets import Group
 
+IMPORT = "<import>"
 PYTEST = ["-m", "pytest", "conformance", "--impl=reference", "--device=sim", "-p", "no:randomly"]
 
 
@@ -40,9 +41,11 @@ class Baseline:
         return cls(**raw)
 
     def tests_for(self, group: Group, module: str, first: int, last: int) -> list[str]:
+        ids: set[str] = set()
         if group.in_process:
-            ids = {t for line in range(first, last + 1) for t in self.lines.get(module, {}).get(line, ())}
-        else:
+            for line in range(first, last + 1):
+                ids.update(self.lines.get(module, {}).get(line, ()))
+        if not group.in_process or IMPORT in ids:
             ids = set(self.slices[group.ids])
         return sorted(ids, key=lambda t: self.durations.get(t, 0.0))
 
@@ -67,7 +70,10 @@ def _coverage_lines(data_file: Path, workdir: Path, modules: tuple[str, ...]) ->
     for module in modules:
         by_line = data.contexts_by_lineno(str((workdir / module).resolve())) or {}
         out[module] = {
-            line: sorted({c.split("|", 1)[0] for c in ctxs if c}) for line, ctxs in by_line.items()
+            # "" is the empty context: the line ran at import (a decorator, a class body), so
+            # every test depends on it; IMPORT marks it
+            line: sorted({c.split("|", 1)[0] if c else IMPORT for c in ctxs})
+            for line, ctxs in by_line.items()
         }
     return out
 
