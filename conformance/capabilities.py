@@ -26,6 +26,7 @@ STORE_CAPABILITIES: dict[str, str] = {
     "store.integrity": "tampered or truncated spill files raise an error naming the key",
     "store.pickle": "values returned by the store pickle and unpickle correctly",
     "store.proxy": "store[key] returns device leaves as proxies; every use of one is an access",
+    "store.table": "a device table (reference_impl.Table: many device buffers) is one value",
 }
 
 SHUFFLE_CAPABILITIES: dict[str, str] = {

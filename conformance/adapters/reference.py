@@ -28,6 +28,7 @@ class ReferenceAdapter:
             "store.integrity",
             "store.pickle",
             "store.proxy",
+            "store.table",
             "shuffle",
             "shuffle.device",
             "shuffle.bounded",

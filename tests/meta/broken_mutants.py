@@ -111,8 +111,13 @@ BIG_BODY_UNHASHED = mutant(
     "mutant-big-body-unhashed", ("9.10", "10.1"), "reference_impl.store.disk", "_Mac._drain",
     "if not queue:", "if queue:",
 )
+TABLE_COUNTS_ONE_BUFFER = mutant(
+    "mutant-table-counts-one-buffer", ("3.8", "3.1"), "reference_impl.store.units",
+    "Record.set_allocs", "if len(allocs) == 1:", "if len(allocs) >= 1:",
+)
 
 ZOO: dict[str, tuple[type, str]] = {
+    "mutant_table_counts_one_buffer": (TABLE_COUNTS_ONE_BUFFER, "STORE-TABLE-001"),
     "mutant_big_body_unhashed": (BIG_BODY_UNHASHED, "STORE-DISK-013"),
     "mutant_host_use_not_touched": (HOST_USE_NOT_TOUCHED, "STORE-CASCADE-004"),
     "mutant_disk_write_back_adds": (DISK_WRITE_BACK_ADDS, "STORE-INPLACE-002"),
