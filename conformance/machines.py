@@ -27,6 +27,7 @@ import gc
 import os
 import pickle
 import sys
+import tempfile
 from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -112,6 +113,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.sides: list[Side] = []
+        self.here = self.root  # this example's directory, under root (set by start)
         self.device: Any = None
         self.baseline = 0
         self.host_limit: int | None = None
@@ -137,6 +139,9 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
         # to find the store's cyclic garbage then scan only what was made since (each
         # took 33 ms, 82% of the machine's time). teardown() unfreezes it.
         gc.freeze()
+        # Each example in a directory of its own: what a failed example left behind (a
+        # store that could not clean up) must not fail the next one, or its replay.
+        self.here = tempfile.mkdtemp(prefix="example-", dir=self.root)
         self.device = make_device(self.device_kind, 8 * self.limit)
         self.baseline = self.device.bytes_in_use()
         self.sides = [self._new_side() for _ in range(n_stores)]
@@ -145,7 +150,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
         h = StoreHarness(
             self.adapter,
             self.device_kind,
-            self.root,
+            self.here,
             device_limit=self.limit,
             host_limit=self.host_limit,
             device=self.device,
@@ -256,7 +261,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
 
     # ------------------------------------------------------------ rules: setting
     def _key(self, key: Hashable) -> Hashable:
-        return key.replace(ROOT, self.root) if isinstance(key, str) else key
+        return key.replace(ROOT, self.here) if isinstance(key, str) else key
 
     def _put(self, side: int, key: Hashable, spec: Any) -> Hashable:
         s = self._side(side)
@@ -789,7 +794,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
         if not self.sides:
             return
         own = tuple(os.path.join(s.h.env.spill_dir, "") for s in self.sides)
-        stray = [p for p in files_under(self.root) if not p.startswith(own)]
+        stray = [p for p in files_under(self.here) if not p.startswith(own)]
         assert not stray, f"files outside every store's spill_dir: {stray}"
 
     def _check_host_payload(self, side: Side, snap) -> None:
