@@ -811,7 +811,11 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
         """Clauses 5.4 and 5.5: the device holds the most recently used; host before disk."""
         if not self.has("store.lru.strict"):
             return
-        cascade = self.host_limit is not None and self.has("store.limit.host")
+        cascade = (
+            self.host_limit is not None
+            and self.has("store.limit.host")
+            and not self._disk_failed  # clause 9.6: the host limit no longer applies
+        )
         why = side.model.recency_violation(snap.tiers, snap.lru, self.limit, cascade)
         assert why is None, why
 
