@@ -14,7 +14,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -277,12 +277,15 @@ class ShuffleCluster:
     def surface(self) -> dict[str, dict[str, list[str]]]:
         return self.client.run(_worker_surface)
 
-    def leftovers(self) -> list[str]:
+    def leftovers(self, keep: Collection[str] = ()) -> list[str]:
         """What the shuffles run so far left behind: files under spill_dir, and tasks or
-        names on the workers that the cluster's first shuffle did not have."""
+        names on the workers that the cluster's first shuffle did not have. Tasks whose
+        keys are in ``keep`` (inputs the caller still holds) do not count."""
         out = [f"file {os.path.relpath(p, self.spill_dir)} ({n:,} bytes)" for p, n in self.files().items()]
+        kept = {str(k) for k in keep}
         for w, surface in self.surface().items():
             base = self._surface.get(w) if self._surface else None
+            surface["tasks"] = [k for k in surface["tasks"] if k not in kept]
             for what, names in surface.items():
                 new = sorted(set(names) - set(base[what] if base else ()))
                 if what == "tasks" and names:
@@ -296,11 +299,11 @@ class ShuffleCluster:
         installed what an implementation installs once)."""
         self._surface = self.surface()
 
-    def settled(self, timeout: float = 10.0) -> list[str] | None:
+    def settled(self, timeout: float = 10.0, keep: Collection[str] = ()) -> list[str] | None:
         """Wait until nothing is left behind; the leftovers after ``timeout`` (None if clean)."""
         deadline = time.monotonic() + timeout
         while True:
-            left = self.leftovers()
+            left = self.leftovers(keep)
             if not left:
                 return None
             if time.monotonic() > deadline:

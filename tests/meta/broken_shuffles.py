@@ -505,6 +505,136 @@ class CastsToFirstSchema(_BrokenShuffle):
         return self._per_input(_cast, inputs, env, schema), on, npartitions
 
 
+# The five below are missed by every scenario ID (each was run on them) and caught by the
+# shuffle machine, SHUF-STATE-001: the bug needs a property of the inputs, a sequence or a
+# fault that no scenario draws.
+
+# 18 ----------------------------------------------------------------------------- 14.15
+def _rebuilt(table: Any, on: Sequence[str] = ()) -> Any:
+    """The output rebuilt from its columns (as a concat of device columns does)."""
+    import pyarrow as pa
+
+    t = _to_arrow(table)
+    return pa.Table.from_arrays(t.columns, names=t.column_names)
+
+
+class RebuildsFromColumns(_BrokenShuffle):
+    """Builds each output from its columns and names alone: the schema's metadata and the
+    fields' non-null flags are gone, the types are right."""
+
+    name = "broken-shuffle-drops-schema-metadata"
+    violates = ("14.15",)
+    finish = staticmethod(_rebuilt)
+
+
+# 19 ----------------------------------------------------------------------------- 14.8
+def _naive_times(table: Any, on: Sequence[str] = ()) -> Any:
+    """The output with its timestamps as NumPy holds them: datetime64 has no time zone."""
+    import pyarrow as pa
+
+    t = _to_arrow(table)
+    for i, f in enumerate(t.schema):
+        if pa.types.is_timestamp(f.type) and f.type.tz is not None:
+            naive = pa.field(f.name, pa.timestamp(f.type.unit), f.nullable, f.metadata)
+            t = t.set_column(i, naive, t.column(i).cast(naive.type))
+    return t
+
+
+class DropsTimezone(_BrokenShuffle):
+    """Timestamp columns with a time zone come back without it (the same instants, read as
+    local wall-clock times by every consumer)."""
+
+    name = "broken-shuffle-drops-timezone"
+    violates = ("14.8",)
+    finish = staticmethod(_naive_times)
+
+
+# 20 ----------------------------------------------------------------------------- 14.17
+PLAN_DIR = "shuffle-plans"
+
+
+def _write_plan(token: str, dask_worker: Any = None) -> int:
+    folder = os.path.join(dask_worker.local_directory, PLAN_DIR)
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, f"{token}.plan"), "w") as f:
+        f.write(token)
+    return 1
+
+
+def _remove_plan(token: str, dask_worker: Any = None) -> int:
+    path = os.path.join(dask_worker.local_directory, PLAN_DIR, f"{token}.plan")
+    if os.path.exists(path):
+        os.unlink(path)
+    return 1
+
+
+class PlanLeftOnFailure(_BrokenShuffle):
+    """Once the shuffle's tasks are submitted, writes its plan to every worker's directory
+    (for a restarted worker to rejoin) and removes it once the outputs are gathered: a
+    shuffle that fails or is cancelled after that leaves the plan files behind."""
+
+    name = "broken-shuffle-plan-left-on-failure"
+    violates = ("14.17", "14.11")
+
+    def shuffle(self, inputs, on, npartitions, env):
+        import uuid
+
+        from reference_impl.shuffle import shuffle
+
+        outputs = shuffle(env.client, list(inputs), list(on), npartitions)
+        token = uuid.uuid4().hex
+        env.client.run(_write_plan, token)
+        arrow = on_holders(env, self.finish, outputs, on=on)
+        del outputs
+        result = env.client.gather(arrow)
+        env.client.run(_remove_plan, token)
+        return result
+
+
+# 21 ----------------------------------------------------------------------------- 14.16
+class ResultCacheByInputs(_BrokenShuffle):
+    """Caches each shuffle's outputs under a name made from its inputs' keys alone (the
+    token leaves out ``on`` and ``npartitions``): the same inputs shuffled again by other
+    keys or into another count get the first shuffle's outputs."""
+
+    name = "broken-shuffle-result-cache"
+    violates = ("14.16", "14.7")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._cache: dict[tuple, list] = {}
+
+    def shuffle(self, inputs, on, npartitions, env):
+        import distributed
+
+        token = tuple(sorted(str(f.key) for f in distributed.futures_of(list(inputs))))
+        if token not in self._cache:
+            self._cache[token] = super().shuffle(inputs, on, npartitions, env)
+        return list(self._cache[token])
+
+
+# 22 ----------------------------------------------------------------------------- 14.18
+class TruncatedFileReadsShort(PartialAfterWorkerLoss):
+    """An output whose spill file was cut short comes back with what could be read (here:
+    nothing), as a reader of an Arrow IPC stream stops at the last whole batch."""
+
+    name = "broken-shuffle-truncated-file-short"
+    violates = ("14.18", "14.1")
+
+    def collect(self, arrow, env):
+        from reference_impl.shuffle import ShuffleError
+
+        out = []
+        for f in arrow:
+            try:
+                out.append(f.result())
+            except ShuffleError as exc:
+                if "truncated" not in str(exc):
+                    raise
+                out.append(self._schema.empty_table())
+        return out
+
+
 # which conformance ID must catch which bug
 EXPECTED: dict[str, tuple[type, str]] = {
     "drops_empty": (DropsEmptyOutputs, "SHUF-COUNT-001"),
@@ -525,6 +655,11 @@ EXPECTED: dict[str, tuple[type, str]] = {
     "lenient_npartitions": (LenientNpartitions, "SHUF-INPUT-002"),
     "empty_on_all_columns": (EmptyOnMeansAllColumns, "SHUF-INPUT-003"),
     "casts_schemas": (CastsToFirstSchema, "SHUF-INPUT-004"),
+    "drops_schema_metadata": (RebuildsFromColumns, "SHUF-STATE-001"),
+    "drops_timezone": (DropsTimezone, "SHUF-STATE-001"),
+    "plan_left_on_failure": (PlanLeftOnFailure, "SHUF-STATE-001"),
+    "result_cache": (ResultCacheByInputs, "SHUF-STATE-001"),
+    "truncated_file_short": (TruncatedFileReadsShort, "SHUF-STATE-001"),
 }
 
 for _attr, (_cls, _cid) in EXPECTED.items():

@@ -1,0 +1,560 @@
+"""The shuffle machine: what users do with a shuffle on one cluster, drawn by hypothesis.
+
+Programs of shuffles in any order, two at once, rejected calls, shuffles cancelled mid-
+flight, and shuffles during which the world moves (a worker killed, the scheduler stalled,
+spill files removed or truncated), over inputs carrying everything a Table holds
+(``rich_tables``). Every shuffle, whatever its outcome, is judged against the whole of
+SPEC.md section 14; after every step nothing may be left behind (14.11).
+
+One cluster serves a whole run (``World``, set on the class by ``run_shuffle_machine``):
+starting one per example would cost more than the examples. A fault that never fired is
+counted ``not exercised`` in ``World.faults``, never as a pass.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import gc
+import os
+import re
+import time
+import traceback
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import distributed
+import pyarrow as pa
+from hypothesis import note
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from . import shuffle_faults as faults
+from .rich_tables import describe, rich_cases
+from .shuffle_harness import SHUFFLE_TIMEOUT, ShuffleHang
+from .shuffle_judge import Landing, error_names, field_metadata_kept, outcome_problems
+from .tables import ShuffleCase, uniform_case
+
+MAX_LOADED = 3  # inputs kept on the cluster for later shuffles
+SETTLE = 10.0  # clause 14.11
+HEAL = 60.0  # seconds for a killed worker's nanny to bring it back
+SPILL_CASE_MAX = 3 * 2**19  # bytes; an implementation that always writes shards needs no more
+
+
+@dataclass
+class World:
+    """What one machine run shares across its examples: the cluster and the tallies."""
+
+    cluster: Any
+    capabilities: frozenset
+    landing: Landing = field(default_factory=Landing)
+    faults: Counter = field(default_factory=Counter)  # (fault, "fired" | "not exercised")
+    outcomes: Counter = field(default_factory=Counter)  # what the shuffles did
+    seconds: Counter = field(default_factory=Counter)  # per rule
+    watch: faults.PhaseWatch | None = None
+
+    @property
+    def phase_of(self):
+        return getattr(self.cluster.adapter, "phase_of", None)
+
+    def has(self, *caps: str) -> bool:
+        return set(caps) <= self.capabilities
+
+    def summary(self) -> str:
+        done = ", ".join(f"{k} {n}" for k, n in sorted(self.outcomes.items()))
+        fired = ", ".join(f"{f} {how} {n}" for (f, how), n in sorted(self.faults.items()))
+        spent = ", ".join(f"{k} {v:.0f} s" for k, v in sorted(self.seconds.items()))
+        return f"{done}; faults: {fired or 'none drawn'}; {spent}"
+
+
+class Drawn:
+    """A drawn case with a short repr, for the printed program."""
+
+    def __init__(self, case: ShuffleCase) -> None:
+        self.case = case
+
+    def __repr__(self) -> str:
+        return f"<{describe(self.case)}>"
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # hypothesis prints programs so
+        p.text(repr(self))
+
+
+@dataclass
+class Loaded:
+    case: ShuffleCase
+    inputs: Any
+
+    @property
+    def keys(self) -> list[str]:
+        return [str(f.key) for f in distributed.futures_of(self.inputs)]
+
+    def __repr__(self) -> str:
+        return f"<inputs on the cluster: {describe(self.case)}>"
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(repr(self))
+
+
+def _forget(exc: BaseException) -> None:
+    """An error's frames hold the inputs (and the client the erred outputs): drop them, so
+    that what the shuffle made can go (the suite must not keep it alive itself)."""
+    traceback.clear_frames(exc.__traceback__)
+    gc.collect()
+
+
+def _step(fn):
+    """A rule: counted, timed, and until the invariant after it passes, not known clean."""
+
+    @functools.wraps(fn)
+    def step(self, *args, **kwargs):
+        self.clean = False
+        self.counts[fn.__name__] += 1
+        start = time.perf_counter()
+        try:
+            return fn(self, *args, **kwargs)
+        finally:
+            self.w.seconds[fn.__name__] += time.perf_counter() - start
+
+    return step
+
+
+# When each rule can run; a rule runs only while no other that can has run fewer times
+# in this example (a fair schedule: hypothesis picks among the least used, so that every
+# example of a few steps meets every rule; left to itself, a derandomized run of 3
+# examples of 8 steps never drew shuffle_again).
+APPLIES = {
+    "shuffle": lambda m: True,
+    "shuffle_again": lambda m: bool(m.loaded),
+    "two_at_once": lambda m: True,
+    "rejected": lambda m: m.w.has("shuffle.checks"),
+    "release_inputs": lambda m: bool(m.loaded),
+    "kill_a_worker": lambda m: m.w.phase_of is not None and m.w.has("shuffle.faults.worker"),
+    "cancel_mid_flight": lambda m: m.w.phase_of is not None,
+    "stall_the_scheduler": lambda m: m.w.phase_of is not None,
+    "remove_spill_files": lambda m: m.w.phase_of is not None and m.w.has("shuffle.spill"),
+    "truncate_spill_files": lambda m: m.w.phase_of is not None and m.w.has("shuffle.spill"),
+}
+
+
+def _fair(name: str):
+    def ok(m) -> bool:
+        if not APPLIES[name](m):
+            return False
+        return m.counts[name] <= min(m.counts[n] for n, can in APPLIES.items() if can(m))
+
+    return precondition(ok)
+
+
+BAD_ARGUMENTS = ("column", "npartitions", "empty on", "schemas")
+
+
+class ShuffleMachine(RuleBasedStateMachine):
+    """Rules read as SPEC.md section 14; each names the clauses it exercises."""
+
+    world: ClassVar[World | None] = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        assert self.world is not None, "run_shuffle_machine sets the world"
+        self.w = self.world
+        self.c = self.w.cluster
+        self.nulls = self.w.has("shuffle.nulls")
+        self.loaded: list[Loaded] = []
+        self.clean = False  # the last step ended with nothing left behind
+        self.counts: Counter = Counter()
+        self.w.outcomes["examples"] += 1
+        self.inherited: tuple[set[str], set[str]] = self._inherit()
+
+    def _inherit(self) -> tuple[set[str], set[str]]:
+        """What a failed example before this one left (its traceback holds its inputs, the
+        files it failed on): cancelled, and what still stays is not this example's doing.
+        A passing example was checked clean at its teardown, so nothing escapes."""
+        start = time.perf_counter()
+        clean = self.c.settled(timeout=1.0) is None
+        self.w.seconds["(start)"] += time.perf_counter() - start
+        if clean:
+            return set(), set()
+        faults.cancel_all(self.c)
+        gc.collect()
+        if self.c.settled(timeout=SETTLE) is None:
+            return set(), set()
+        tasks = {k for s in self.c.surface().values() for k in s["tasks"]}
+        self.w.outcomes["examples inheriting a failed one's leftovers"] += 1
+        return tasks, set(self.c.files())
+
+    # ---------------------------------------------------------------- helpers
+    def _cases(self, **kw) -> st.SearchStrategy:
+        return rich_cases(nulls=self.nulls, **kw).map(Drawn)
+
+    def _load(self, case: ShuffleCase, keep: bool) -> Loaded:
+        loaded = Loaded(case, self.c.load(case.tables))
+        if keep:
+            self.loaded.append(loaded)
+            while len(self.loaded) > MAX_LOADED:
+                self.loaded.pop(0)
+        return loaded
+
+    def _kept(self) -> list[str]:
+        return [k for x in self.loaded for k in x.keys]
+
+    def _judge(self, case: ShuffleCase, outputs: Any, what: str) -> None:
+        """Everything section 14 says about a shuffle that returned."""
+        problems = outcome_problems(case, outputs, self.w.landing, what)
+        assert not problems, f"{what}: " + "; ".join(problems)
+        if any(f.metadata for f in case.schema):
+            kept = field_metadata_kept(outputs, case.schema)
+            self.w.outcomes["field metadata kept" if kept else "field metadata dropped"] += 1
+
+    def _bounded(self, run: Any, case: ShuffleCase) -> None:
+        """Clause 14.2: the measured peak within the budget plus twice the largest partition."""
+        if run.peaks is None:
+            return
+        largest = max([t.nbytes for t in case.tables] + [t.nbytes for t in run.outputs] + [0])
+        limit = self.c.budget() + 2 * largest
+        over = {w: p for w, p in run.peaks.items() if p > limit}
+        assert not over, f"14.2: peaks {over} above budget + 2 x {largest:,} = {limit:,}"
+
+    def _run(self, loaded: Loaded, on, npartitions, what: str, *, measure: bool = False):
+        """One shuffle, judged; returns its ShuffleRun."""
+        case = ShuffleCase(loaded.case.tables, tuple(on), npartitions)
+        note(f"{what}: {describe(case)}")
+        run = self.c.shuffle(loaded.inputs, list(on), npartitions, measure=measure)
+        self._judge(case, run.outputs, what)
+        self._bounded(run, case)
+        self.w.outcomes[what] += 1
+        return run
+
+    def _rekey(self, data, loaded: Loaded) -> tuple[list[str], int]:
+        """Other key columns and another ``npartitions`` for inputs already shuffled."""
+        case = loaded.case
+        names = [
+            f.name
+            for f in case.schema
+            if self.nulls or all(t.column(f.name).null_count == 0 for t in case.tables)
+        ]
+        on = data.draw(st.lists(st.sampled_from(names), min_size=1, max_size=3, unique=True))
+        n = data.draw(st.integers(1, case.num_rows + 3), label="npartitions")
+        return on, n
+
+    # ---------------------------------------------------------------- rules
+    @initialize(
+        turn=st.integers(0, 2**16),
+        drawn=st.deferred(lambda: rich_cases().map(Drawn)),
+        data=st.data(),
+    )
+    def start(self, turn: int, drawn: Drawn, data) -> None:
+        """14.16: a first shuffle, and its inputs (kept) shuffled again by other keys or
+        into another count, as users do. Bad arguments come in turn from the drawn offset
+        (drawn one by one, the first examples of a derandomized run drew one kind
+        throughout)."""
+        self.turn = turn
+        case = drawn.case if self.nulls else _without_null_keys(drawn.case)
+        loaded = self._load(case, keep=True)
+        self._run(loaded, case.on, case.npartitions, "first shuffle")
+        on, n = self._rekey(data, loaded)
+        self._run(loaded, on, n, "shuffle again")
+
+    @_fair("shuffle")
+    @rule(drawn=st.deferred(lambda: rich_cases().map(Drawn)))
+    @_step
+    def shuffle(self, drawn: Drawn) -> None:
+        """14.1, 14.2, 14.6-14.9, 14.15: one shuffle of fresh inputs (kept for later ones)."""
+        case = drawn.case if self.nulls else _without_null_keys(drawn.case)
+        loaded = self._load(case, keep=True)
+        self._run(loaded, case.on, case.npartitions, "shuffle", measure=self.w.has("shuffle.bounded"))
+
+    @_fair("shuffle_again")
+    @rule(data=st.data())
+    @_step
+    def shuffle_again(self, data) -> None:
+        """14.9, 14.16: inputs shuffled before, again, by other keys or into another count;
+        and once more as before (the same keys land in the same outputs)."""
+        loaded = data.draw(st.sampled_from(self.loaded), label="inputs")
+        on, n = self._rekey(data, loaded)
+        self._run(loaded, on, n, "shuffle again")
+
+    @_fair("two_at_once")
+    @rule(a=st.deferred(lambda: rich_cases().map(Drawn)), b=st.deferred(lambda: rich_cases().map(Drawn)))
+    @_step
+    def two_at_once(self, a: Drawn, b: Drawn) -> None:
+        """14.10: two shuffles in flight at once, each judged as if it ran alone."""
+        cases = [x.case if self.nulls else _without_null_keys(x.case) for x in (a, b)]
+        loaded = [self._load(c, keep=False) for c in cases]
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            runs = [
+                pool.submit(self.c.shuffle, x.inputs, list(x.case.on), x.case.npartitions)
+                for x in loaded
+            ]
+            outputs = [r.result().outputs for r in runs]
+        for name, x, out in zip("ab", loaded, outputs, strict=True):
+            self._judge(x.case, out, f"two at once, shuffle {name}")
+        self.w.outcomes["two at once"] += 1
+
+    @_fair("rejected")
+    @rule(data=st.data())
+    @_step
+    def rejected(self, data) -> None:
+        """14.12: a bad argument raises before any data moves, names what is wrong, and the
+        same inputs then shuffle correctly."""
+        kind = BAD_ARGUMENTS[self.turn % len(BAD_ARGUMENTS)]
+        self.turn += 1
+        drawn = data.draw(self._cases(max_rows=30), label="inputs")
+        case = drawn.case
+        tables, on, n = list(case.tables), list(case.on), case.npartitions
+        if kind == "column":
+            missing = data.draw(st.sampled_from(["no_such_column", "K0", "row_id2"]))
+            on, pattern = [*on, missing], re.escape(missing)
+        elif kind == "empty on":
+            on, pattern = [], r"\bon\b|key"
+        elif kind == "npartitions":
+            n = data.draw(st.sampled_from([0, -1, 2.5, "3"]), label="npartitions")
+            pattern = "npartitions"
+        else:
+            if len(tables) < 2:
+                tables.append(tables[0].slice(0, 0))
+            target = data.draw(st.sampled_from(tables[0].schema.names), label="column")
+            tables[-1] = _retyped(tables[-1], target)
+            pattern = re.escape(target)
+        loaded = Loaded(ShuffleCase(tuple(tables), case.on, case.npartitions), self.c.load(tables))
+        note(f"rejected ({kind}): on={on} npartitions={n!r}")
+        if self.w.watch is not None:
+            self.w.watch.clear()
+        try:
+            self.c.shuffle(loaded.inputs, on, n)
+        except ShuffleHang:
+            raise
+        except Exception as exc:
+            ok = error_names(exc, pattern)
+            _forget(exc)
+            assert ok, f"14.12: the error for a bad {kind} does not name it ({pattern})"
+        else:
+            raise AssertionError(f"14.12: a bad {kind} (on={on}, npartitions={n!r}) did not raise")
+        if self.w.watch is not None:
+            moved = sorted(self.w.watch.seen)
+            assert not moved, f"14.12: a bad {kind} raised after tasks of {moved} had run"
+        self.w.outcomes[f"rejected {kind}"] += 1
+        if kind != "schemas":  # the inputs are intact: they shuffle correctly now
+            self._run(loaded, case.on, case.npartitions, f"after a rejected {kind}")
+
+    @_fair("kill_a_worker")
+    @rule(data=st.data(), phase=st.sampled_from(["unpack", "transfer"]))
+    @_step
+    def kill_a_worker(self, data, phase: str) -> None:
+        """14.5: a worker SIGKILLed (its nanny restarts it) as the first task of ``phase``
+        is sent: correct outputs, or an error naming the phase or the worker."""
+        self._world_moves(data, "kill", phase)
+
+    @_fair("cancel_mid_flight")
+    @rule(data=st.data(), phase=st.sampled_from(["unpack", "transfer"]))
+    @_step
+    def cancel_mid_flight(self, data, phase: str) -> None:
+        """14.17: the client cancels what it wants of the shuffle as ``phase`` starts."""
+        self._world_moves(data, "cancel", phase)
+
+    @_fair("stall_the_scheduler")
+    @rule(data=st.data(), phase=st.sampled_from(["unpack", "transfer"]))
+    @_step
+    def stall_the_scheduler(self, data, phase: str) -> None:
+        """14.16: the scheduler's loop stops for a while as ``phase`` starts (a slow link):
+        only the timing changes, so the shuffle must succeed."""
+        self._world_moves(data, "stall", phase)
+
+    @_fair("remove_spill_files")
+    @rule(seed=st.integers(0, 2**16))
+    @_step
+    def remove_spill_files(self, seed: int) -> None:
+        """14.14: every spill file removed as the unpack phase starts."""
+        self._world_moves(None, "remove files", "unpack", seed=seed)
+
+    @_fair("truncate_spill_files")
+    @rule(seed=st.integers(0, 2**16))
+    @_step
+    def truncate_spill_files(self, seed: int) -> None:
+        """14.18: every spill file cut to half its size as the unpack phase starts."""
+        self._world_moves(None, "truncate files", "unpack", seed=seed)
+
+    def _world_moves(self, data, kind: str, phase: str, seed: int = 0) -> None:
+        """A shuffle during which something happens at a phase boundary; a correct result
+        or a clear error, never wrong data or a hang."""
+        if "files" in kind:  # data over the device and host tiers: shards in files
+            # The inputs kept so far go first: spilled by this shuffle, their files would be
+            # theirs (not left behind), and cut or removed, they could not be read again.
+            self.loaded.clear()
+            gc.collect()
+            case = _spilling_case(self.c, seed)
+        else:
+            case = data.draw(self._cases(max_rows=400, max_inputs=6), label="inputs").case
+            case = case if self.nulls else _without_null_keys(case)
+        loaded = self._load(case, keep=False)
+        self._faulted(loaded, kind, phase)
+
+    def _faulted(self, loaded: Loaded, kind: str, phase: str) -> None:
+        case, name = loaded.case, f"{kind} at {phase}"
+        note(f"{name}: {describe(case)}")
+        killer = None
+        if kind == "kill":
+            killer = self.c.kill_in(phase)
+            action, fired = (lambda: 0), killer.fired
+        else:
+            action = {
+                "cancel": faults.cancel_shuffle(
+                    self.c, lambda: {*self._kept(), *loaded.keys}
+                ),
+                "stall": faults.stall,
+                "remove files": faults.remove_spill(self.c),
+                "truncate files": faults.truncate_spill(self.c),
+            }[kind]
+        error = None
+        try:
+            with self.c.during(phase, action) as plugin:
+                fired = killer.fired if killer else plugin.fired
+                try:
+                    run = self.c.shuffle(loaded.inputs, list(case.on), case.npartitions)
+                except ShuffleHang:
+                    raise
+                except Exception as exc:
+                    error = exc
+        finally:
+            if killer is not None:
+                self.c.cluster.scheduler.remove_plugin(name=f"{killer.name}-{phase}")
+                if killer.fired:  # the nanny restarts it; later steps start on a whole cluster
+                    self.c.client.wait_for_workers(self.c.env.n_workers, timeout=HEAL)
+        exercised = bool(fired) and (kind == "kill" or bool(fired[0]))
+        self.w.faults[(name, "fired" if exercised else "not exercised")] += 1
+        if error is not None:
+            self._failed(error, kind, phase, exercised, killer)
+            return
+        # whatever happened, what returned must be right (14.5, 14.14, 14.16-14.18)
+        self._judge(case, run.outputs, f"returned after {name}")
+        self.w.outcomes[f"correct after {name}"] += 1
+
+    def _failed(self, exc: BaseException, kind: str, phase: str, exercised: bool, killer) -> None:
+        """What an error after a fault must be; nothing else may fail."""
+        name = f"{kind} at {phase}"
+        text = f"{type(exc).__name__}: {exc}"
+        if not exercised or kind == "stall":
+            _forget(exc)
+            raise AssertionError(f"the shuffle failed ({name} {'did not fire' if not exercised else 'only delays'}): {text}")
+        if kind == "kill":  # 14.5: the error names the phase or the lost worker
+            host_port = killer.fired[0][1].rsplit("//", 1)[-1]
+            ok = error_names(exc, re.escape(phase), re.escape(host_port))
+            _forget(exc)
+            assert ok, f"14.5: after a kill in {phase} the error names neither it nor {host_port}: {text}"
+        else:
+            _forget(exc)
+        self.w.outcomes[f"error after {name}"] += 1
+
+    @_fair("release_inputs")
+    @rule()
+    @_step
+    def release_inputs(self) -> None:
+        """14.11: the caller lets go of the inputs it kept; they must go too."""
+        self.loaded.clear()
+
+    # ---------------------------------------------------------------- invariants
+    @invariant()
+    def nothing_left_behind(self) -> None:
+        """14.11: within 10 s of every step, nothing but the inputs still held remains."""
+        self.clean = False
+        start = time.perf_counter()
+        gc.collect()
+        left = self._left(SETTLE)
+        self.w.seconds["(invariant)"] += time.perf_counter() - start
+        assert left is None, "14.11: left behind: " + "; ".join(left) + self._states(left)
+        self.clean = True
+
+    def _states(self, left: list[str]) -> str:
+        """The workers' states of the tasks left behind (for the report)."""
+        try:
+            states = self.c.client.run(_task_states)
+        except Exception as exc:  # the report must not hide the failure
+            return f" (task states unavailable: {exc!r})"
+        held = {w: s for w, s in states.items() if s}
+        return f" (worker task states: {held})" if held else ""
+
+    def _left(self, timeout: float) -> list[str] | None:
+        tasks, files = self.inherited
+        skip = tuple(f"file {os.path.relpath(p, self.c.spill_dir)} (" for p in files)
+        deadline = time.monotonic() + timeout
+        while True:
+            left = [x for x in self.c.leftovers([*self._kept(), *tasks]) if not x.startswith(skip)]
+            if not left or time.monotonic() > deadline:
+                return left or None
+            time.sleep(0.1)
+
+    def teardown(self) -> None:
+        """14.11 once the inputs are let go, after a clean last step (after a failure the
+        failure is the report, and the next example inherits what it left)."""
+        clean, self.loaded = self.clean, []
+        if clean:
+            gc.collect()
+            left = self._left(SETTLE)
+            assert left is None, "14.11: left behind once the inputs were released: " + "; ".join(left)
+
+
+def _task_states(dask_worker: Any) -> dict[str, str]:
+    return {str(k): ts.state for k, ts in dask_worker.state.tasks.items()}
+
+
+def _without_null_keys(case: ShuffleCase) -> ShuffleCase:
+    """For implementations without ``shuffle.nulls``: the rows whose keys hold no null."""
+    import pyarrow.compute as pc
+
+    def keep(t: pa.Table) -> pa.Table:
+        valid = None
+        for k in case.on:
+            v = pc.is_valid(t.column(k))
+            valid = v if valid is None else pc.and_(valid, v)
+        return t.filter(valid) if valid is not None else t
+
+    return ShuffleCase(tuple(keep(t) for t in case.tables), case.on, case.npartitions)
+
+
+def _retyped(table: pa.Table, name: str) -> pa.Table:
+    """``table`` with column ``name`` of another type (int64 <-> string)."""
+    i = table.schema.get_field_index(name)
+    col = table.column(i)
+    if pa.types.is_string(col.type):
+        new = pa.array([0] * table.num_rows, pa.int64())
+    else:
+        new = pa.array(["x"] * table.num_rows, pa.string())
+    return table.set_column(i, pa.field(name, new.type), new)
+
+
+def _spilling_case(cluster: Any, seed: int) -> ShuffleCase:
+    """1.5 times what the device and host tiers of the workers hold (at most
+    SPILL_CASE_MAX), in 8 inputs."""
+    host = cluster.env.host_limit or 0
+    total = min(3 * (cluster.budget() + host) * cluster.env.n_workers // 2, SPILL_CASE_MAX)
+    return uniform_case(8, max(1, total // 8 // 24), 4, seed=seed)
+
+
+def run_shuffle_machine(cluster: Any, capabilities: frozenset, settings: Any) -> World:
+    """Run the machine on ``cluster`` under ``settings``; the world's tallies. A phase
+    watch stays on the scheduler for the run (a rejected call must not start tasks)."""
+    world = World(cluster, frozenset(capabilities))
+    name = None
+    if world.phase_of is not None:
+        world.watch = faults.PhaseWatch(world.phase_of)
+        name = world.watch.name
+        cluster.cluster.scheduler.add_plugin(world.watch, name=name)
+    ShuffleMachine.world = world
+    try:
+        run_state_machine_as_test(ShuffleMachine, settings=settings)
+    finally:
+        ShuffleMachine.world = None
+        if name is not None:
+            cluster.cluster.scheduler.remove_plugin(name=name)
+    return world
+
+
+assert SHUFFLE_TIMEOUT <= 120  # clause 14.5 and 14.14 promise an answer within 120 s
