@@ -95,7 +95,10 @@ class Loaded:
 
     @property
     def keys(self) -> list[str]:
-        return [str(f.key) for f in distributed.futures_of(self.inputs)]
+        # futures_of looks into exact lists only: an adapter's list subclass (the dask
+        # adapters' Inputs) would hide its futures, and the inputs would read as leftovers
+        inputs = list(self.inputs) if isinstance(self.inputs, list) else self.inputs
+        return [str(f.key) for f in distributed.futures_of(inputs)]
 
     def __repr__(self) -> str:
         return f"<inputs on the cluster: {describe(self.case)}>"
