@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from conformance import conformance_id, not_exercised, requires
+from conformance.api import evict
 from conformance.harness import LIMIT, digest, files_under, host_bytes, seed_digest, value_digest
 
 
@@ -64,6 +65,30 @@ def test_aliases_counted_once(harness):
     assert snap.device_bytes == LIMIT // 2, f"one allocation, counted {snap.device_bytes:,} bytes"
     assert value_digest(h.device, s["view"]) == digest(host_bytes(1, LIMIT // 2)[: LIMIT // 4])
     h.check({"base", "view", "again"})
+
+
+@conformance_id("STORE-ALIAS-003", clause=("3.2", "3.4", "3.5"))
+@requires("store", "store.alias.dedup", "store.evict.manual", "store.spill.host")
+def test_one_object_under_two_keys_is_one_copy_on_every_tier(impl, make_store):
+    """One array stored under two keys is one value: spilled to host it is one payload, and
+    to disk (host limit 0) one file's worth of bytes, not two."""
+    disk = {"store.limit.host", "store.spill.disk"} <= impl.capabilities
+    n = LIMIT // 2
+    for tier in ("host", "disk") if disk else ("host",):
+        h = make_store(host_limit=0) if tier == "disk" else make_store()
+        s = h.store
+        x = h.value(n, seed=7)
+        s["a"] = x
+        s["b"] = x
+        del x
+        evict(h.adapter, s, 4 * LIMIT)
+        snap = h.check({"a", "b"})
+        got = snap.host_bytes if tier == "host" else sum(files_under(h.env.spill_dir).values())
+        assert n <= got <= n + 2 * 4096, (
+            f"one {n:,}-byte array under two keys, spilled to {tier}, holds {got:,} bytes there "
+            f"(tiers {dict(snap.tiers)}): one copy, not one per key"
+        )
+        h.close()
 
 
 @conformance_id("STORE-ALIAS-002", clause=("2.6", "3.2"))

@@ -73,16 +73,26 @@ def reached(job: Job, group: Group, base: Baseline) -> bool:
     return bool(base.tests_for(group, job.module, spec.start_pos[0], spec.end_pos[0]))
 
 
-def reset_unreached(modules: list[str], sessions: Path) -> int:
-    """Forget results recorded without running a test (the runner's first policy)."""
+def reached_in_process(job: Job, group: Group, base: Baseline) -> bool:
+    """Whether line coverage of the pytest process saw the mutated lines (the in-process
+    stratum of the score; the rest is judged by subprocess tests only)."""
+    spec = job.item.mutations[0]
+    lines = base.lines.get(job.module, {})
+    return not group.in_process or any(lines.get(n) for n in range(spec.start_pos[0], spec.end_pos[0] + 1))
+
+
+def reset_results(modules: list[str], sessions: Path, *, timeouts: bool = False) -> int:
+    """Forget results recorded without running a test (the runner's first policy), and with
+    ``timeouts`` the kills by timeout (a loaded machine makes them; rerun them on a quiet one)."""
     import sqlite3
 
+    where = "output LIKE 'no conformance test reaches%'"
+    if timeouts:
+        where += " OR output = 'timeout'"
     n = 0
     for module in modules:
         with sqlite3.connect(session_path(sessions, module)) as db:
-            n += db.execute(
-                "DELETE FROM work_results WHERE output LIKE 'no conformance test reaches%'"
-            ).rowcount
+            n += db.execute(f"DELETE FROM work_results WHERE {where}").rowcount
     return n
 
 
@@ -109,6 +119,9 @@ def carry_kills(modules: list[str], old: Path, new: Path) -> int:
     return n
 
 
+TIMEOUT_FACTOR = 3.0  # a mutant may take this many times its tests' baseline time, plus a minute
+
+
 def command_for(job: Job, group: Group, base: Baseline, workdir: Path) -> tuple[str, float]:
     """The test command for one mutant, and its timeout."""
     spec = job.item.mutations[0]
@@ -119,7 +132,7 @@ def command_for(job: Job, group: Group, base: Baseline, workdir: Path) -> tuple[
         return shlex.join([sys.executable, "-c", f"print({note!r})"]), 30.0
     budget = sum(base.durations.get(t, 1.0) for t in tests)
     cmd = [*launcher, sys.executable, *PYTEST, "-x", "-q", "--no-header", "-p", "no:cov", *tests]
-    return shlex.join(cmd), 3 * budget + 60
+    return shlex.join(cmd), TIMEOUT_FACTOR * budget + 60
 
 
 def run(
@@ -131,6 +144,7 @@ def run(
     budget_s: float,
     seed: int,
     limit: int | None = None,
+    only_unreached: bool = False,
     progress=None,
 ) -> dict[str, int]:
     """Run pending mutants of ``groups`` (module -> the slice judging it) until none is left,
@@ -138,6 +152,8 @@ def run(
     jobs = pending(list(groups), sessions, seed)
     # Mutants only a subprocess test may reach run last.
     jobs.sort(key=lambda j: not reached(j, groups[j.module], base))
+    if only_unreached:
+        jobs = [j for j in jobs if not reached_in_process(j, groups[j.module], base)]
     if limit is not None:
         jobs = jobs[:limit]
     todo: queue.Queue[Job] = queue.Queue()

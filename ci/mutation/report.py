@@ -48,6 +48,16 @@ class Survivor:
 
 
 @dataclass
+class Stratum:
+    """Mutants of one kind of reach: counted, run, killed, equivalent."""
+
+    total: int = 0
+    run: int = 0
+    killed: int = 0
+    equivalent: int = 0
+
+
+@dataclass
 class ModuleScore:
     module: str
     group: str
@@ -56,7 +66,9 @@ class ModuleScore:
     survived: int = 0
     errors: int = 0
     equivalent: int = 0
+    timeouts: int = 0  # kills by timeout: counted as kills, shown apart
     survivors: list[Survivor] = field(default_factory=list)
+    strata: dict[str, Stratum] = field(default_factory=dict)
 
     @property
     def run(self) -> int:
@@ -81,7 +93,8 @@ def load_triage(path: Path) -> dict[str, dict]:
     return out
 
 
-def score(sessions: Path, triage: dict[str, dict]) -> list[ModuleScore]:
+def score(sessions: Path, triage: dict[str, dict], stratum_of=None) -> list[ModuleScore]:
+    """Per-module counts; ``stratum_of(module, spec) -> name`` splits them by reach."""
     scores = []
     for group in GROUPS:
         for module in group.modules:
@@ -91,17 +104,30 @@ def score(sessions: Path, triage: dict[str, dict]) -> list[ModuleScore]:
             s = ModuleScore(module, group.name)
             with use_db(str(path), WorkDB.Mode.open) as db:
                 s.total = db.num_work_items
+                if stratum_of is not None:
+                    for item in db.work_items:
+                        name = stratum_of(module, item.mutations[0])
+                        s.strata.setdefault(name, Stratum()).total += 1
                 for item, result in db.completed_work_items:
                     spec = item.mutations[0]
+                    st = s.strata.get(stratum_of(module, spec)) if stratum_of else None
                     normal = result.worker_outcome == WorkerOutcome.NORMAL
                     if normal and result.test_outcome == TestOutcome.KILLED:
                         s.killed += 1
+                        s.timeouts += result.output == "timeout"
+                        if st:
+                            st.run += 1
+                            st.killed += 1
                     elif normal and result.test_outcome == TestOutcome.SURVIVED:
                         sig = signature(module, spec.operator_name, spec.definition_name, result.diff)
                         entry = triage.get(sig)
                         s.survived += 1
+                        if st:
+                            st.run += 1
                         if entry and entry["class"] == "equivalent":
                             s.equivalent += 1
+                            if st:
+                                st.equivalent += 1
                         s.survivors.append(
                             Survivor(module, item.job_id, sig, spec.start_pos[0], spec.operator_name,
                                      spec.definition_name, result.diff or "", result.output or "", entry)
@@ -150,16 +176,33 @@ def markdown(scores: list[ModuleScore], *, commit: str, date: str, command: str,
         lines += [
             f"## {group.name}: {_pct(k, j)} of non-equivalent mutants killed (95% {100*lo:.0f}-{100*hi:.0f}%)",
             "",
-            "| module | mutants | run | killed | survived | equivalent | untriaged | errors | score |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "| module | mutants | run | killed | of which by timeout | survived | equivalent | untriaged | errors | score |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for s in rows:
             untriaged = sum(1 for v in s.survivors if v.triage is None)
             lines.append(
-                f"| `{s.module}` | {s.total} | {s.run} | {s.killed} | {s.survived} | {s.equivalent} "
+                f"| `{s.module}` | {s.total} | {s.run} | {s.killed} | {s.timeouts} | {s.survived} | {s.equivalent} "
                 f"| {untriaged} | {s.errors} | {_pct(s.killed, s.judged)} |"
             )
         lines.append("")
+        strata: dict[str, Stratum] = {}
+        for s in rows:
+            for name, st in s.strata.items():
+                acc = strata.setdefault(name, Stratum())
+                acc.total += st.total
+                acc.run += st.run
+                acc.killed += st.killed
+                acc.equivalent += st.equivalent
+        if strata:
+            lines += ["| stratum | mutants | run | killed | equivalent | score |", "|---|---:|---:|---:|---:|---:|"]
+            est = 0.0
+            for name, st in sorted(strata.items()):
+                judged = st.run - st.equivalent
+                lines.append(f"| {name} | {st.total} | {st.run} | {st.killed} | {st.equivalent} | {_pct(st.killed, judged)} |")
+                est += st.total * (st.killed / judged if judged else 0.0)
+            total = sum(st.total for st in strata.values())
+            lines += ["", f"Stratified estimate (each stratum's rate weighted by its size; an unrun stratum counts 0): **{100 * est / total:.1f}%**.", ""]
     classes = {c: 0 for c in CLASSES}
     untriaged = 0
     for s in scores:

@@ -56,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--triage", type=Path, default=REPO / "docs" / "mutation-triage.toml")
     p.add_argument("--commit", default="HEAD", help="the commit whose code is mutated and judged")
     p.add_argument("--carry-from", help="a commit whose kills carry over (same code, a suite that only grew)")
+    p.add_argument("--rerun-timeouts", action="store_true", help="forget kills by timeout, run them again")
+    p.add_argument("--timeout-factor", type=float, default=3.0, help="timeout = factor x baseline + 60 s")
+    p.add_argument("--only-unreached", action="store_true", help="run only mutants no in-process test reaches")
     p.add_argument("--report-only", action="store_true", help="score what has run; run nothing")
     args = p.parse_args(argv)
 
@@ -90,9 +93,11 @@ def main(argv: list[str] | None = None) -> int:
             same = [m for m in modules if not changed(m, args.carry_from, head)]
             n = execute.carry_kills(same, old, sessions)
             print(f"carried {n} kills from {args.carry_from} ({len(modules) - len(same)} modules changed)", flush=True)
-        dropped = execute.reset_unreached([m for m in modules if plan.session_path(sessions, m).exists()], sessions)
+        existing = [m for m in modules if plan.session_path(sessions, m).exists()]
+        dropped = execute.reset_results(existing, sessions, timeouts=args.rerun_timeouts)
+        execute.TIMEOUT_FACTOR = args.timeout_factor
         if dropped:
-            print(f"reset {dropped} results judged without a test", flush=True)
+            print(f"reset {dropped} results (judged without a test, or timed out)", flush=True)
         base_file = root / "baseline.json"
         base = Baseline.load(base_file) if base_file.exists() else Baseline()
         needed = list({g.name: g for g in by_module.values()}.values())
@@ -103,12 +108,22 @@ def main(argv: list[str] | None = None) -> int:
         with Progress() as progress:
             counts = execute.run(
                 by_module, sessions, base, workdirs, budget_s=args.budget, seed=args.seed,
-                limit=args.limit, progress=progress,
+                limit=args.limit, only_unreached=args.only_unreached, progress=progress,
             )  # fmt: skip
         print(json.dumps(counts), flush=True)
 
     triage = report.load_triage(args.triage)
-    scores = [s for s in report.score(sessions, triage) if s.module in modules]
+    stratum_of = None
+    base_file = root / "baseline.json"
+    if base_file.exists():
+        base = Baseline.load(base_file)
+
+        def stratum_of(module, spec):
+            job = execute.Job(module, execute.WorkItem.single("", spec))
+            reach = execute.reached_in_process(job, by_module[module], base)
+            return "reached in-process" if reach else "reached only by subprocess tests"
+
+    scores = [s for s in report.score(sessions, triage, stratum_of) if s.module in modules]
     command = "python ci/mutation/run.py " + shlex.join(argv if argv is not None else sys.argv[1:])
     text = report.markdown(
         scores, commit=head, date=dt.date.today().isoformat(), command=command.strip(),

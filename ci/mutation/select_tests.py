@@ -20,7 +20,8 @@ from pathlib import Path
 from targets import Group
 
 IMPORT = "<import>"
-PYTEST = ["-m", "pytest", "conformance", "--impl=reference", "--device=sim", "-p", "no:randomly"]
+# No "conformance" path here: with node ids after it, pytest would run the whole directory too.
+PYTEST = ["-m", "pytest", "--impl=reference", "--device=sim", "-p", "no:randomly"]
 
 
 @dataclass
@@ -104,7 +105,8 @@ def run_baseline(base: Baseline, groups: list[Group], workdir: Path, env: dict[s
             continue
         tag = hashlib.sha1(group.ids.encode()).hexdigest()[:8]
         junit = out / f"baseline-{tag}.xml"
-        cmd = [sys.executable, *PYTEST, f"--conformance-ids={group.ids}", f"--junitxml={junit}", "-q"]
+        cmd = [sys.executable, *PYTEST, "conformance", f"--conformance-ids={group.ids}"]
+        cmd += [f"--junitxml={junit}", "-q"]
         cov_file = out / f"coverage-{tag}"
         run_env = env
         if group.in_process:

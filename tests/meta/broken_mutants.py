@@ -115,8 +115,13 @@ TABLE_COUNTS_ONE_BUFFER = mutant(
     "mutant-table-counts-one-buffer", ("3.8", "3.1"), "reference_impl.store.units",
     "Record.set_allocs", "if len(allocs) == 1:", "if len(allocs) >= 1:",
 )
+ALIAS_LOOKUP_BY_SIZE = mutant(
+    "mutant-alias-lookup-by-size", ("3.2",), "reference_impl.store.tracking", "Tracker._leaf",
+    "None if pair is None else pair[0]", "None if pair is None else pair[1]",
+)
 
 ZOO: dict[str, tuple[type, str]] = {
+    "mutant_alias_lookup_by_size": (ALIAS_LOOKUP_BY_SIZE, "STORE-ALIAS-003"),
     "mutant_table_counts_one_buffer": (TABLE_COUNTS_ONE_BUFFER, "STORE-TABLE-001"),
     "mutant_big_body_unhashed": (BIG_BODY_UNHASHED, "STORE-DISK-013"),
     "mutant_host_use_not_touched": (HOST_USE_NOT_TOUCHED, "STORE-CASCADE-004"),
