@@ -119,8 +119,13 @@ ALIAS_LOOKUP_BY_SIZE = mutant(
     "mutant-alias-lookup-by-size", ("3.2",), "reference_impl.store.tracking", "Tracker._leaf",
     "None if pair is None else pair[0]", "None if pair is None else pair[1]",
 )
+TABLE_SLICE_NOT_REBASED = mutant(
+    "mutant-table-slice-not-rebased", ("2.7",), "reference_impl.table.serial", "encode",
+    "            if start:", "            if False:",
+)
 
 ZOO: dict[str, tuple[type, str]] = {
+    "mutant_table_slice_not_rebased": (TABLE_SLICE_NOT_REBASED, "STORE-TABLE-001"),
     "mutant_alias_lookup_by_size": (ALIAS_LOOKUP_BY_SIZE, "STORE-ALIAS-003"),
     "mutant_table_counts_one_buffer": (TABLE_COUNTS_ONE_BUFFER, "STORE-TABLE-001"),
     "mutant_big_body_unhashed": (BIG_BODY_UNHASHED, "STORE-DISK-013"),

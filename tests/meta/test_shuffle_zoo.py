@@ -15,6 +15,7 @@ worker to need it runs it and leaves the results for the other.
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -25,7 +26,12 @@ import pytest
 from conftest import once_per_session, run_suite
 from test_spec import SPEC, _exempt, parse_spec, suite_citations
 
-IDS = sorted({cid for _, cid in broken_shuffles.EXPECTED.values()})
+# The shuffle machine's pairs cost about 50 s each (a whole machine run per adapter): they run
+# in the nightly workflow (ZOO_FULL=1), not in every CI run, which stays under 15 minutes.
+NIGHTLY_IDS = {"SHUF-STATE-001"}
+FULL = os.environ.get("ZOO_FULL") == "1"
+RUN = {a: v for a, v in broken_shuffles.EXPECTED.items() if FULL or v[1] not in NIGHTLY_IDS}
+IDS = sorted({cid for _, cid in RUN.values()})
 CONTROL = broken_shuffles.control.name
 N_PROCESSES = 2  # CI has 2 cores; each process also drives a cluster of 2 workers
 
@@ -51,7 +57,7 @@ def _jobs() -> list[tuple[list[str], list[tuple[str, str]]]]:
     pairs = [(COST.get(cid, DEFAULT_COST), cid, "control", CONTROL) for cid in IDS]
     pairs += [
         (COST.get(cid, DEFAULT_COST) + RESTART, cid, attr, cls.name)
-        for attr, (cls, cid) in broken_shuffles.EXPECTED.items()
+        for attr, (cls, cid) in RUN.items()
     ]
     jobs: list[tuple[float, list[str], list[tuple[str, str]]]] = [
         (0.0, [], []) for _ in range(N_PROCESSES)
@@ -113,6 +119,8 @@ def _cell(zoo: dict, cid: str, name: str) -> tuple[str | None, dict]:
 
 @pytest.mark.parametrize("attr", sorted(broken_shuffles.EXPECTED))
 def test_broken_shuffle_is_caught(zoo, attr):
+    if attr not in RUN:
+        pytest.skip("a shuffle-machine pair: the nightly workflow runs it (ZOO_FULL=1)")
     cls, cid = broken_shuffles.EXPECTED[attr]
     cell, job = _cell(zoo, cid, cls.name)
     assert cell is not None, f"{cid} did not run for {attr}:\n{job['output']}"
@@ -188,9 +196,7 @@ def test_zoo_breaks_every_shuffle_clause():
 def test_jobs_cover_every_pair_once():
     jobs = _jobs()
     pairs = [tuple(p) for _attrs, chosen in jobs for p in chosen]
-    want = [(cid, CONTROL) for cid in IDS] + [
-        (cid, cls.name) for cls, cid in broken_shuffles.EXPECTED.values()
-    ]
+    want = [(cid, CONTROL) for cid in IDS] + [(cid, cls.name) for cls, cid in RUN.values()]
     assert sorted(pairs) == sorted(want)
     for attrs, chosen in jobs:
         names = {getattr(broken_shuffles, a).name for a in attrs}
