@@ -68,11 +68,6 @@ def pending(modules: list[str], sessions: Path, seed: int) -> list[Job]:
     return sorted(jobs, key=lambda j: rank(j.item.job_id, seed))
 
 
-def reached(job: Job, group: Group, base: Baseline) -> bool:
-    spec = job.item.mutations[0]
-    return bool(base.tests_for(group, job.module, spec.start_pos[0], spec.end_pos[0]))
-
-
 def reached_in_process(job: Job, group: Group, base: Baseline) -> bool:
     """Whether line coverage of the pytest process saw the mutated lines (the in-process
     stratum of the score; the rest is judged by subprocess tests only)."""
@@ -81,18 +76,14 @@ def reached_in_process(job: Job, group: Group, base: Baseline) -> bool:
     return not group.in_process or any(lines.get(n) for n in range(spec.start_pos[0], spec.end_pos[0] + 1))
 
 
-def reset_results(modules: list[str], sessions: Path, *, timeouts: bool = False) -> int:
-    """Forget results recorded without running a test (the runner's first policy), and with
-    ``timeouts`` the kills by timeout (a loaded machine makes them; rerun them on a quiet one)."""
+def reset_timeouts(modules: list[str], sessions: Path) -> int:
+    """Forget the kills by timeout (a loaded machine makes them) so that they run again."""
     import sqlite3
 
-    where = "output LIKE 'no conformance test reaches%'"
-    if timeouts:
-        where += " OR output = 'timeout'"
     n = 0
     for module in modules:
         with sqlite3.connect(session_path(sessions, module)) as db:
-            n += db.execute(f"DELETE FROM work_results WHERE {where}").rowcount
+            n += db.execute("DELETE FROM work_results WHERE output = 'timeout'").rowcount
     return n
 
 
@@ -150,8 +141,7 @@ def run(
     """Run pending mutants of ``groups`` (module -> the slice judging it) until none is left,
     ``limit`` ran, or ``budget_s`` passed."""
     jobs = pending(list(groups), sessions, seed)
-    # Mutants only a subprocess test may reach run last.
-    jobs.sort(key=lambda j: not reached(j, groups[j.module], base))
+    # No reordering: the seeded order is what makes a cut-short run a uniform sample.
     if only_unreached:
         jobs = [j for j in jobs if not reached_in_process(j, groups[j.module], base)]
     if limit is not None:

@@ -93,11 +93,10 @@ def main(argv: list[str] | None = None) -> int:
             same = [m for m in modules if not changed(m, args.carry_from, head)]
             n = execute.carry_kills(same, old, sessions)
             print(f"carried {n} kills from {args.carry_from} ({len(modules) - len(same)} modules changed)", flush=True)
-        existing = [m for m in modules if plan.session_path(sessions, m).exists()]
-        dropped = execute.reset_results(existing, sessions, timeouts=args.rerun_timeouts)
         execute.TIMEOUT_FACTOR = args.timeout_factor
-        if dropped:
-            print(f"reset {dropped} results (judged without a test, or timed out)", flush=True)
+        if args.rerun_timeouts:
+            existing = [m for m in modules if plan.session_path(sessions, m).exists()]
+            print(f"forgot {execute.reset_timeouts(existing, sessions)} kills by timeout", flush=True)
         base_file = root / "baseline.json"
         base = Baseline.load(base_file) if base_file.exists() else Baseline()
         needed = list({g.name: g for g in by_module.values()}.values())
