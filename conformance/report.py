@@ -58,6 +58,16 @@ def _skip_reason(report) -> str:
     return text.removeprefix("Skipped: ")
 
 
+def _failure_reason(report, limit: int = 600) -> str:
+    """The crash message of a failed test (its phase when not the call), so the JSON report
+    says why a cell failed even where the terminal output is lost."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    text = crash.message if crash is not None else str(report.longrepr)
+    if report.when != "call":
+        text = f"in {report.when}: {text}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def clause_link(clause: str, base: str = SPEC_LINK) -> str:
     return f"{base}#c{clause}"
 
@@ -100,6 +110,8 @@ class Results:
                 rec["link"] = clause_link(rec["clauses"][0]) if rec["clauses"] else None
             elif status in ("skip", "N/A"):
                 rec["reason"] = _skip_reason(report)
+            elif status == "FAIL" and rec["reason"] is None:  # the first failure is the cause
+                rec["reason"] = _failure_reason(report)
             if status == "flaky":
                 failed, runs = props["conformance_flaky"]
                 rec["flaky_failed"], rec["flaky_runs"] = int(failed), int(runs)

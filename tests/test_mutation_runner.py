@@ -91,3 +91,23 @@ def test_smoke_run_kills_and_resumes(tmp_path):
         if line.startswith("| `reference_impl/store/serialize")
     )
     assert [c.strip() for c in row2.split("|")][3] == "4", row2
+
+
+def test_score_counts_only_the_completed_prefix_of_the_seeded_order(tmp_path):
+    """A result past the first unjudged mutant (a carried kill) is shown, never scored: the
+    prefix alone is a uniform sample of the module."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import TestOutcome, WorkerOutcome, WorkResult
+
+    module = "reference_impl/store/serialize.py"
+    plan.init_session(module, REPO, tmp_path)
+    with use_db(str(plan.session_path(tmp_path, module)), WorkDB.Mode.open) as db:
+        order = sorted(db.work_items, key=lambda i: plan.rank(i.job_id, 7))
+        outcomes = {0: TestOutcome.KILLED, 1: TestOutcome.SURVIVED, 3: TestOutcome.KILLED}
+        for place, outcome in outcomes.items():  # place 2 never ran
+            result = WorkResult(WorkerOutcome.NORMAL, output="", test_outcome=outcome, diff="-a\n+b\n")
+            db.set_result(order[place].job_id, result)
+    (s,) = [m for m in report.score(tmp_path, {}, seed=7) if m.module == module]
+    assert (s.killed, s.survived, s.beyond) == (1, 1, 1)
+    (other,) = [m for m in report.score(tmp_path, {}, seed=8) if m.module == module]
+    assert other.run + other.beyond == 3  # another order, another prefix; nothing lost

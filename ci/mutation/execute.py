@@ -8,7 +8,6 @@ run resumes the same order.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import queue
@@ -24,7 +23,7 @@ from pathlib import Path
 from cosmic_ray.mutating import mutate_and_test
 from cosmic_ray.work_db import WorkDB, use_db
 from cosmic_ray.work_item import MutationSpec, TestOutcome, WorkerOutcome, WorkItem
-from plan import session_path
+from plan import rank, session_path
 from select_tests import PYTEST, Baseline
 from targets import Group
 
@@ -48,10 +47,6 @@ def test_env(workdir: Path) -> dict[str, str]:
     env.update(PYTHONPATH=str(workdir), CONFORMANCE_PROFILE="ci", HYPOTHESIS_PROFILE="ci")
     env.pop("COVERAGE_PROCESS_START", None)
     return env
-
-
-def rank(job_id: str, seed: int) -> str:
-    return hashlib.sha1(f"{seed}:{job_id}".encode()).hexdigest()
 
 
 @dataclass

@@ -24,6 +24,12 @@ def session_path(sessions: Path, module: str) -> Path:
     return sessions / (module.replace("/", "__").removesuffix(".py") + ".sqlite")
 
 
+def rank(job_id: str, seed: int) -> str:
+    """A mutant's place in the seeded order: runs follow it, and scores count its completed
+    prefix, so that a run cut short is a uniform sample of its module."""
+    return hashlib.sha1(f"{seed}:{job_id}".encode()).hexdigest()
+
+
 def job_id(spec: MutationSpec) -> str:
     what = f"{spec.module_path}|{spec.operator_name}|{spec.occurrence}|{spec.start_pos}"
     return hashlib.sha1(what.encode()).hexdigest()[:16]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cosmic_ray.work_db import WorkDB, use_db
 from cosmic_ray.work_item import TestOutcome, WorkerOutcome
-from plan import session_path
+from plan import rank, session_path
 from targets import GROUPS
 
 CLASSES = ("property", "equivalent", "accepted")
@@ -67,7 +67,9 @@ class ModuleScore:
     errors: int = 0
     equivalent: int = 0
     timeouts: int = 0  # kills by timeout: counted as kills, shown apart
+    beyond: int = 0  # results past the first unjudged mutant of the seeded order: not scored
     survivors: list[Survivor] = field(default_factory=list)
+    late_survivors: list[Survivor] = field(default_factory=list)  # past the prefix
     strata: dict[str, Stratum] = field(default_factory=dict)
 
     @property
@@ -93,8 +95,12 @@ def load_triage(path: Path) -> dict[str, dict]:
     return out
 
 
-def score(sessions: Path, triage: dict[str, dict], stratum_of=None) -> list[ModuleScore]:
-    """Per-module counts; ``stratum_of(module, spec) -> name`` splits them by reach."""
+def score(sessions: Path, triage: dict[str, dict], stratum_of=None, seed: int = 0) -> list[ModuleScore]:
+    """Per-module counts over the completed prefix of the seeded order (``seed`` as the run
+    used): the prefix is a uniform sample of the module, where all completed results are not
+    (kills carried from an earlier commit, or ``--only-unreached``, fill it unevenly). Results
+    past the prefix are counted in ``beyond``, and their survivors listed, not scored. ``stratum_of(module, spec) -> name``
+    splits the counts by reach."""
     scores = []
     for group in GROUPS:
         for module in group.modules:
@@ -103,39 +109,55 @@ def score(sessions: Path, triage: dict[str, dict], stratum_of=None) -> list[Modu
                 continue
             s = ModuleScore(module, group.name)
             with use_db(str(path), WorkDB.Mode.open) as db:
-                s.total = db.num_work_items
+                items = sorted(db.work_items, key=lambda i: rank(i.job_id, seed))
+                results = {item.job_id: result for item, result in db.completed_work_items}
+            s.total = len(items)
+            for item in items:
                 if stratum_of is not None:
-                    for item in db.work_items:
-                        name = stratum_of(module, item.mutations[0])
-                        s.strata.setdefault(name, Stratum()).total += 1
-                for item, result in db.completed_work_items:
-                    spec = item.mutations[0]
-                    st = s.strata.get(stratum_of(module, spec)) if stratum_of else None
-                    normal = result.worker_outcome == WorkerOutcome.NORMAL
-                    if normal and result.test_outcome == TestOutcome.KILLED:
-                        s.killed += 1
-                        s.timeouts += result.output == "timeout"
-                        if st:
-                            st.run += 1
-                            st.killed += 1
-                    elif normal and result.test_outcome == TestOutcome.SURVIVED:
-                        sig = signature(module, spec.operator_name, spec.definition_name, result.diff)
-                        entry = triage.get(sig)
-                        s.survived += 1
-                        if st:
-                            st.run += 1
-                        if entry and entry["class"] == "equivalent":
-                            s.equivalent += 1
-                            if st:
-                                st.equivalent += 1
-                        s.survivors.append(
-                            Survivor(module, item.job_id, sig, spec.start_pos[0], spec.operator_name,
-                                     spec.definition_name, result.diff or "", result.output or "", entry)
-                        )  # fmt: skip
-                    else:
-                        s.errors += 1
+                    s.strata.setdefault(stratum_of(module, item.mutations[0]), Stratum()).total += 1
+            late = ModuleScore(module, group.name)  # past the prefix: survivors still listed
+            in_prefix = True
+            for item in items:
+                result = results.get(item.job_id)
+                in_prefix = in_prefix and result is not None
+                if result is None:
+                    continue
+                if in_prefix:
+                    _count(s, module, item, result, triage, stratum_of)
+                else:
+                    _count(late, module, item, result, triage, None)
+            s.beyond = late.run + late.errors
+            s.late_survivors = late.survivors
             scores.append(s)
     return scores
+
+
+def _count(s: ModuleScore, module: str, item, result, triage: dict, stratum_of) -> None:
+    spec = item.mutations[0]
+    st = s.strata.get(stratum_of(module, spec)) if stratum_of else None
+    normal = result.worker_outcome == WorkerOutcome.NORMAL
+    if normal and result.test_outcome == TestOutcome.KILLED:
+        s.killed += 1
+        s.timeouts += result.output == "timeout"
+        if st:
+            st.run += 1
+            st.killed += 1
+    elif normal and result.test_outcome == TestOutcome.SURVIVED:
+        sig = signature(module, spec.operator_name, spec.definition_name, result.diff)
+        entry = triage.get(sig)
+        s.survived += 1
+        if st:
+            st.run += 1
+        if entry and entry["class"] == "equivalent":
+            s.equivalent += 1
+            if st:
+                st.equivalent += 1
+        s.survivors.append(
+            Survivor(module, item.job_id, sig, spec.start_pos[0], spec.operator_name,
+                     spec.definition_name, result.diff or "", result.output or "", entry)
+        )  # fmt: skip
+    else:
+        s.errors += 1
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -162,8 +184,10 @@ def markdown(scores: list[ModuleScore], *, commit: str, date: str, command: str,
         "- **Tool:** cosmic-ray (mutants as sqlite sessions under `.mutation/`); runner `ci/mutation/`;",
         "  triage in [`mutation-triage.toml`](mutation-triage.toml). Only `pytest conformance",
         "  --impl=reference` judges; `tests/` does not count.",
-        "- **Score** = killed / (run - equivalent). Where a module ran only part of its mutants, the run",
-        "  is a uniform random sample (seeded order) and the 95% interval is Wilson's.",
+        "- **Score** = killed / (run - equivalent), over each module's completed prefix of the seeded",
+        "  order: a uniform random sample where a module ran only part of its mutants, with Wilson's",
+        "  95% interval. Results past the first unjudged mutant (carried kills, `--only-unreached`)",
+        "  are shown, not scored.",
         "",
     ]
     for group in GROUPS:
@@ -176,14 +200,14 @@ def markdown(scores: list[ModuleScore], *, commit: str, date: str, command: str,
         lines += [
             f"## {group.name}: {_pct(k, j)} of non-equivalent mutants killed (95% {100*lo:.0f}-{100*hi:.0f}%)",
             "",
-            "| module | mutants | run | killed | of which by timeout | survived | equivalent | untriaged | errors | score |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "| module | mutants | run | killed | of which by timeout | survived | equivalent | untriaged | errors | score | judged past the prefix |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for s in rows:
             untriaged = sum(1 for v in s.survivors if v.triage is None)
             lines.append(
                 f"| `{s.module}` | {s.total} | {s.run} | {s.killed} | {s.timeouts} | {s.survived} | {s.equivalent} "
-                f"| {untriaged} | {s.errors} | {_pct(s.killed, s.judged)} |"
+                f"| {untriaged} | {s.errors} | {_pct(s.killed, s.judged)} | {s.beyond} |"
             )
         lines.append("")
         strata: dict[str, Stratum] = {}
@@ -223,7 +247,7 @@ def markdown(scores: list[ModuleScore], *, commit: str, date: str, command: str,
 def survivors_markdown(scores: list[ModuleScore]) -> str:
     out = ["# Untriaged survivors", ""]
     for s in scores:
-        for v in s.survivors:
+        for v in s.survivors + s.late_survivors:
             if v.triage is None:
                 out += [
                     f"## `{v.sig}` {v.module}:{v.line} {v.operator} in `{v.definition}`",

@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             reach = execute.reached_in_process(job, by_module[module], base)
             return "reached in-process" if reach else "reached only by subprocess tests"
 
-    scores = [s for s in report.score(sessions, triage, stratum_of) if s.module in modules]
+    scores = [s for s in report.score(sessions, triage, stratum_of, seed=args.seed) if s.module in modules]
     command = "python ci/mutation/run.py " + shlex.join(argv if argv is not None else sys.argv[1:])
     text = report.markdown(
         scores, commit=head, date=dt.date.today().isoformat(), command=command.strip(),

@@ -128,6 +128,17 @@ def test_broken_shuffle_is_caught(zoo, attr):
     assert job["returncode"] == 1
 
 
+def _reasons(zoo: dict, cid: str, name: str) -> list[str]:
+    """Why ``name`` failed ``cid``: the reports keep it where the output tail may not."""
+    _cell_text, job = _cell(zoo, cid, name)
+    tests = (job["report"] or {}).get("tests", [])
+    return [
+        f"{t['nodeid']}: {t.get('reason')}"
+        for t in tests
+        if t["id"] == cid and t["impl"] == name and t["status"] == "FAIL"
+    ]
+
+
 def test_control_passes_every_id(zoo, record_property):
     # The zoo's wall time, a figure and never a criterion, rides on this test's junit entry
     # (xdist carries it): about 130 s on 2 idle cores, 240-310 s at a load of 8-10.
@@ -138,8 +149,9 @@ def test_control_passes_every_id(zoo, record_property):
         cell, _job = _cell(zoo, cid, CONTROL)
         if cell is None or cell.split(" ")[0] != "pass":
             bad[cid] = cell
+    reasons = "\n".join(r for cid in bad for r in _reasons(zoo, cid, CONTROL))
     outputs = "\n".join(j["output"] for j in zoo["jobs"])
-    assert not bad, f"the bug-free wrapper does not pass: {bad}\n{outputs}"
+    assert not bad, f"the bug-free wrapper does not pass: {bad}\n{reasons}\n{outputs}"
 
 
 def test_each_process_runs_only_its_pairs(zoo):
