@@ -188,6 +188,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
             built.shared_inside,
             built.host_only,
             built.host_payload if payload else 0,
+            cut_from_larger=built.cut_from_larger,
         )
 
     def _others_device(self, side: Side) -> int:
@@ -242,6 +243,33 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
                 f"{what} changed {name}: {getattr(before, name):,} -> {getattr(after, name):,}"
             )
 
+    def _minimal(
+        self, side: Side, before, what: str, evicted: int | None = None, set_key: Any = None
+    ) -> None:
+        """Clause 4.9: of what ``what`` moved off the device, the most recently used was
+        needed: it does not fit beside what stayed (or, for ``evict(n)``, the bytes freed
+        without it fall short of ``n``)."""
+        if self.world or before is None or not self.has("store.lru.strict"):
+            return  # the environment's allocations make spill on demand legitimate
+        after = side.h.snapshot()
+        was = {k: t for k, t in before.tiers.items() if set_key is None or k != set_key}
+        last = side.model.last_moved_off(was, after.tiers, self.limit)
+        if last is None:
+            return
+        key, size = last
+        if evicted is None:
+            assert after.device_bytes + size > self.limit, (
+                f"{what} moved {key!r} ({size:,} bytes) off the device, yet it fits beside what "
+                f"stayed ({after.device_bytes:,} of {self.limit:,}): only the least recently "
+                f"used values the operation needs room from may move"
+            )
+        else:
+            freed = before.device_bytes - after.device_bytes
+            assert freed - size < evicted, (
+                f"{what} freed {freed:,} bytes, {freed - size:,} of them without {key!r}: "
+                f"moving it ({size:,} bytes) was not needed"
+            )
+
     def _missing(self, side: Side, key: Hashable, op: str) -> None:
         """Clauses 1.2 and 1.15: ``op`` of a missing key raises KeyError, changing nothing."""
         before = side.h.snapshot()
@@ -266,10 +294,12 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
     def _put(self, side: int, key: Hashable, spec: Any) -> Hashable:
         s = self._side(side)
         built = self._build(spec)
+        before = s.h.snapshot() if self.has("store.lru.strict") else None
         with self._window(s, f"store[{key!r}] = ..."):
             s.h.store[key] = built.value
         del built.value, built.leaves
         s.model.remember(key, self._held(built))
+        self._minimal(s, before, f"store[{key!r}] = ...", set_key=key)
         return key
 
     @precondition(lambda self: self.sides)
@@ -416,6 +446,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
         if key not in s.model:
             return self._missing(s, key, "get")
         over = self._over(s, key)
+        before = s.h.snapshot() if self.has("store.lru.strict") else None
         with self._window(s, f"store[{key!r}]", extra=over):
             value = s.h.store[key]
             s.model.touch(key)
@@ -428,6 +459,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
                 )
             self._check_value(s, key, value)
         del value
+        self._minimal(s, before, f"store[{key!r}]")
 
     @precondition(lambda self: not self.world and (self.sides))
     @rule(side=SIDES, key=keys, default=st.sampled_from([None, 0, "default"]))
@@ -659,6 +691,8 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
             assert after.device_bytes == 0, (
                 f"evict({n}) freed only {freed:,} while {after.device_bytes:,} bytes stay"
             )
+        if n:
+            self._minimal(s, before, f"evict({n})", evicted=n)
 
     @precondition(
         lambda self: self.has("store.evict.manual") and any(s.model.keys for s in self.sides)

@@ -63,6 +63,13 @@ def device_peak() -> int:
     return default_device().peak_bytes()
 
 
+def device_in_use() -> int:
+    """On a worker: the bytes its default device holds now (the ledger, not the store)."""
+    from reference_impl.device import default_device
+
+    return default_device().bytes_in_use()
+
+
 def _worker_surface(dask_worker: Any) -> dict[str, list[str]]:
     """What a shuffle could leave behind on a worker, by name."""
     return {
@@ -131,6 +138,36 @@ class PhaseKiller(SchedulerPlugin):
             return
         os.kill(pid, signal.SIGKILL)
         self.fired.append((str(key), worker, pid))
+
+
+@dataclass
+class OutputsKiller(SchedulerPlugin):
+    """Scheduler plugin: SIGKILL the worker holding the last output of ``phase`` (the
+    ``n``-th of its tasks to finish), as it finishes: the shuffle is over, its outputs are
+    not read yet. ``fired`` as for :class:`PhaseKiller`."""
+
+    phase: str
+    phase_of: Callable[[str], str | None]
+    pids: dict[str, int]
+    n: int
+    fired: list[tuple[str, str, int]] = field(default_factory=list)
+    scheduler: Any = None
+    done: set[str] = field(default_factory=set)
+    name: str = "conformance-outputs-killer"
+
+    def transition(self, key, start, finish, *args, **kwargs) -> None:
+        if self.fired or finish != "memory" or self.phase_of(str(key)) != self.phase:
+            return
+        self.done.add(str(key))
+        if len(self.done) < self.n:
+            return
+        ts = self.scheduler.tasks.get(key)
+        holders = sorted(ws.address for ws in ts.who_has) if ts is not None else []
+        pid = self.pids.get(holders[0]) if holders else None
+        if pid is None:
+            return
+        os.kill(pid, signal.SIGKILL)
+        self.fired.append((str(key), holders[0], pid))
 
 
 @dataclass
@@ -283,7 +320,12 @@ class ShuffleCluster:
         keys are in ``keep`` (inputs the caller still holds) do not count."""
         out = [f"file {os.path.relpath(p, self.spill_dir)} ({n:,} bytes)" for p, n in self.files().items()]
         kept = {str(k) for k in keep}
-        for w, surface in self.surface().items():
+        surfaces = self.surface()
+        if self.on_device:  # a worker that holds no task holds no device memory either
+            for w, n in self.client.run(device_in_use).items():
+                if n and not surfaces.get(w, {}).get("tasks"):
+                    out.append(f"{w}: {n:,} device bytes in use while it holds no task")
+        for w, surface in surfaces.items():
             base = self._surface.get(w) if self._surface else None
             surface["tasks"] = [k for k in surface["tasks"] if k not in kept]
             for what, names in surface.items():
@@ -317,6 +359,16 @@ class ShuffleCluster:
             raise NotImplementedError(f"{self.adapter.name} has no phase_of(key)")
         scheduler = self.cluster.scheduler
         killer = PhaseKiller(phase, phase_of, self.worker_pids(), scheduler=scheduler)
+        scheduler.add_plugin(killer, name=f"{killer.name}-{phase}")
+        return killer
+
+    def kill_after(self, phase: str, n: int) -> OutputsKiller:
+        """Arm a killer for the worker holding the ``n``-th task of ``phase`` to finish."""
+        phase_of = getattr(self.adapter, "phase_of", None)
+        if phase_of is None:
+            raise NotImplementedError(f"{self.adapter.name} has no phase_of(key)")
+        scheduler = self.cluster.scheduler
+        killer = OutputsKiller(phase, phase_of, self.worker_pids(), n, scheduler=scheduler)
         scheduler.add_plugin(killer, name=f"{killer.name}-{phase}")
         return killer
 

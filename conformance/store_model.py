@@ -22,6 +22,7 @@ class Held:
     shared_inside: bool
     host_only: bool
     host_payload: int
+    cut_from_larger: bool = False  # a view smaller than its base: its size changes when moved
 
 
 @dataclass
@@ -213,6 +214,29 @@ class StoreModel:
                 )
         return None
 
+    def last_moved_off(
+        self, before: Mapping[Hashable, str], after: Mapping[Hashable, str], limit: int
+    ) -> tuple[Hashable, int] | None:
+        """Clause 4.9: the most recently used key one operation moved off the device, and its
+        size there, when that size is certain (no shared memory, no view smaller than its
+        base, not over the limit); None otherwise."""
+        moved = [
+            k for k in self.order if before.get(k) == "device" and after.get(k) not in (None, "device")
+        ]
+        if not moved:
+            return None
+        key = moved[-1]
+        held = self.keys[key]
+        if (
+            key in self.aliased() | self.unsure
+            or key in self.oversize(limit)
+            or held.host_only
+            or held.shared_inside
+            or held.cut_from_larger
+        ):
+            return None
+        return key, sum(held.allocs.values())
+
     def host_payload_floor(self, tiers: Mapping[Hashable, str]) -> int:
         """Clause 3.7: the host-tier bytes host-only values hold at least (measured deeply)."""
         return sum(
@@ -220,3 +244,4 @@ class StoreModel:
             for k, held in self.keys.items()
             if held.host_only and tiers.get(k) == "host"
         )
+

@@ -166,6 +166,7 @@ class Built:
     host_only: bool
     host_payload: int  # bytes of host buffers inside (a lower bound of its host size)
     leaves: list[Any] = field(default_factory=list)  # device leaves, in draw order
+    cut_from_larger: bool = False  # a view smaller than its base allocation
 
 
 _alloc_ids = itertools.count(1)
@@ -243,6 +244,7 @@ def build(spec: Any, device: Any) -> Built:
         host_only=not leaves,
         host_payload=builder.host_payload,
         leaves=[v for v, _leaf in leaves],
+        cut_from_larger=any(leaf.host.nbytes != leaf.nbytes for _v, leaf in leaves),
     )
 
 

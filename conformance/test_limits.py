@@ -100,6 +100,47 @@ def test_bad_limits_rejected(impl, make_store):
             impl.adapter.create_store(env)
 
 
+@conformance_id("STORE-LIMIT-008", clause=("4.9", "4.7"))
+@requires("store", "store.lru.strict")
+def test_eviction_moves_only_what_it_needs(harness):
+    """Room for a new value, for a view brought back and for evict(n) comes from the least
+    recently used values it needs, and no more."""
+    h, s = harness, harness.store
+    tenth = LIMIT // 10
+    for k in "abcd":
+        s[k] = h.value(2 * tenth, seed=ord(k))
+    s["e"] = h.value(3 * tenth, seed=ord("e"))  # 0.8 + 0.3 of the limit: only a must go
+    snap = h.check("abcde")
+    moved = [k for k in "abcde" if snap.tiers[k] != "device"]
+    assert moved == ["a"], f"storing e needed room for 0.1 of the limit; moved {moved}"
+    for k in "abcde":
+        del s[k]
+    # A view of a larger base holds the base while on the device, and only itself once
+    # spilled: bringing it back needs room for the view.
+    base = h.value(6 * tenth, seed=1)
+    s["v"] = base[::2]
+    del base
+    s["big"] = h.value(9 * tenth, seed=2)  # v (its base) must make room
+    del s["big"]
+    s["x"] = h.value(3 * tenth, seed=3)
+    s["y"] = h.value(3 * tenth, seed=4)
+    s["v"]  # 0.6 on device + the view's 0.3: fits, nothing needs to move
+    snap = h.check({"v", "x", "y"})
+    assert snap.tiers["x"] == snap.tiers["y"] == "device", (
+        f"bringing back a view of 0.3 of the limit beside 0.6 moved others: {dict(snap.tiers)}"
+    )
+    if "store.evict.manual" not in h.caps:
+        return
+    for k in ("v", "x", "y"):
+        del s[k]
+    for k in "pqr":
+        s[k] = h.value(3 * tenth, seed=ord(k))
+    freed = evict(h.adapter, s, 1)
+    snap = h.check("pqr")
+    moved = [k for k in "pqr" if snap.tiers[k] != "device"]
+    assert moved == ["p"], f"evict(1) moved {moved} ({freed:,} bytes freed)"
+
+
 @conformance_id("STORE-EVICT-001", clause="4.7")
 @requires("store", "store.evict.manual")
 def test_manual_evict_frees_lru_first(harness):

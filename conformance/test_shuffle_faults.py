@@ -1,5 +1,6 @@
-"""A worker SIGKILLed (its nanny restarts it) during the transfer phase, and again during
-the unpack phase; the spill files removed as the unpack phase starts: a correct result or a
+"""A worker SIGKILLed (its nanny restarts it) during the transfer phase, during the unpack
+phase, and holding finished outputs not read yet; the spill files removed as the unpack phase
+starts: a correct result or a
 clear error in bounded time, never wrong data and never a hang. A fault that did not happen
 is 'not exercised', never a pass."""
 
@@ -13,13 +14,15 @@ from conformance.shuffle_harness import SHUFFLE_TIMEOUT, ShuffleHang, remove_fil
 from conformance.tables import mixed_case, uniform_case
 
 
-def _kill_during(phase, impl, make_shuffle_cluster, record_detail) -> None:
+def _kill_during(phase, impl, make_shuffle_cluster, record_detail, *, after=False) -> None:
+    """``after``: kill the holder of the last output as the unpack phase ends, instead of
+    the worker that gets the first task of ``phase``."""
     cluster = make_shuffle_cluster()
     nulls = "shuffle.nulls" in impl.capabilities
     cluster.run(mixed_case(0, 2, 50, 2, nulls=nulls))  # warm: the phase must be the shuffle's
     case = mixed_case(1, n_inputs=8, rows_per_input=2_000, npartitions=8, nulls=nulls)
     inputs = cluster.load(case.tables)
-    killer = cluster.kill_in(phase)
+    killer = cluster.kill_after(phase, case.npartitions) if after else cluster.kill_in(phase)
     try:
         run = cluster.shuffle(inputs, case.on, case.npartitions)
     except ShuffleHang:
@@ -36,7 +39,10 @@ def _kill_during(phase, impl, make_shuffle_cluster, record_detail) -> None:
         record_detail(f"error: {type(exc).__name__}")
         return
     if not killer.fired:
-        not_exercised(f"no task of the {phase} phase started, so no worker was killed")
+        what = f"{case.npartitions} tasks of the {phase} phase finished" if after else (
+            f"a task of the {phase} phase started"
+        )
+        not_exercised(f"never {what}, so no worker was killed")
     problems = oracle.check(case, run.outputs)
     assert not problems, f"after a worker died in {phase}: " + "; ".join(problems)
     record_detail(f"correct in {run.seconds:.1f} s")
@@ -52,6 +58,12 @@ def test_worker_killed_during_transfer(impl, make_shuffle_cluster, record_detail
 @requires("shuffle", "shuffle.faults.worker")
 def test_worker_killed_during_unpack(impl, make_shuffle_cluster, record_detail):
     _kill_during("unpack", impl, make_shuffle_cluster, record_detail)
+
+
+@conformance_id("SHUF-FAULT-004", clause=("14.19", "14.5"))
+@requires("shuffle", "shuffle.faults.worker")
+def test_worker_killed_holding_finished_outputs(impl, make_shuffle_cluster, record_detail):
+    _kill_during("unpack", impl, make_shuffle_cluster, record_detail, after=True)
 
 
 @conformance_id("SHUF-FAULT-003", clause="14.14")

@@ -118,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         base = Baseline.load(base_file)
 
         def stratum_of(module, spec):
+            if not by_module[module].in_process:
+                return "runs in dask workers: judged by the whole slice"
             job = execute.Job(module, execute.WorkItem.single("", spec))
             reach = execute.reached_in_process(job, by_module[module], base)
             return "reached in-process" if reach else "reached only by subprocess tests"

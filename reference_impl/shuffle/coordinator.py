@@ -147,14 +147,17 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
             self._err(ts, exc, stimulus_id)
 
     def _fail_lost_output(self, key: str, shuffle_id: str, stimulus_id: str) -> None:
+        """A task of a finished shuffle is needed again (an output was lost with its
+        worker) and can run only on a worker that is gone: err it, never wait forever."""
         ts = self.scheduler.tasks.get(key)
         if ts is None or ts.state != "no-worker":
             return
         (worker,) = ts.worker_restrictions or {None}
         self._err(ts, ShuffleError(
             shuffle_id, "unpack", worker,
-            "this output was lost with its worker after the shuffle finished; run it again",
-        ), stimulus_id)
+            f"an output was lost with its worker after the shuffle finished, and {key} that "
+            "would recompute it can run only there; run the shuffle again",
+        ), stimulus_id)  # fmt: skip
 
     def _err(self, ts: Any, exc: ShuffleError, stimulus_id: str) -> None:
         stimulus = f"{stimulus_id}-device-shuffle"
@@ -179,7 +182,9 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
         for key in shuffle.keys:
             self.by_key.pop(key, None)
             ts = self.scheduler.tasks.get(key)
-            if ts is not None and ts.state not in ("forgotten", "released") and key != shuffle.barrier:
+            # Every task of the run, released ones too: an output lost after the shuffle
+            # is recomputed through its barrier and the transfers, pinned to their workers.
+            if ts is not None and ts.state != "forgotten":
                 self.finished[key] = shuffle_id
         lost_worker, lost_phase = next(iter(shuffle.lost.items()), (None, None))
         msgs = {

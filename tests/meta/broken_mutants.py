@@ -24,8 +24,8 @@ def _target(module: Any, qualname: str) -> Any:
     return obj.fget if isinstance(obj, property) else obj
 
 
-def patch_function(module_name: str, qualname: str, old: str, new: str) -> None:
-    """Replace ``old`` with ``new`` (once) in one function of the reference, in place."""
+def mutated_function(module_name: str, qualname: str, old: str, new: str) -> Any:
+    """A copy of one function of the reference with ``old`` replaced by ``new`` (once)."""
     module = importlib.import_module(module_name)
     func = _target(module, qualname)
     source = textwrap.dedent(inspect.getsource(func))
@@ -43,7 +43,13 @@ def patch_function(module_name: str, qualname: str, old: str, new: str) -> None:
     mutated = namespace[func.__name__]
     if mutated.__code__.co_freevars != func.__code__.co_freevars:
         raise AssertionError(f"{qualname}: the mutant's closure differs from the original")
-    func.__code__ = mutated.__code__
+    return mutated
+
+
+def patch_function(module_name: str, qualname: str, old: str, new: str) -> None:
+    """Replace ``old`` with ``new`` (once) in one function of the reference, in place."""
+    func = _target(importlib.import_module(module_name), qualname)
+    func.__code__ = mutated_function(module_name, qualname, old, new).__code__
 
 
 class Mutant(_Broken):
@@ -123,8 +129,21 @@ TABLE_SLICE_NOT_REBASED = mutant(
     "mutant-table-slice-not-rebased", ("2.7",), "reference_impl.table.serial", "encode",
     "            if start:", "            if False:",
 )
+UNSPILL_ROOM_OF_BASE = mutant(
+    "mutant-unspill-room-of-base", ("4.9",), "reference_impl.store.groups", "UnitIndex.add_allocs",
+    'int(detail.meta.get("nbytes", 0)) or rec.device_nbytes',
+    'int(detail.meta.get("nbytes", 0)) and rec.device_nbytes',
+)
+# Not a survivor: the plain case of the same property, written by hand in the same form.
+SET_EVICTS_THRICE = mutant(
+    "mutant-set-evicts-thrice", ("4.9",), "reference_impl.store.tiers", "TierMover.admit",
+    "self.evict_device(index.device_bytes - self.device_memory_limit)",
+    "self.evict_device(3 * (index.device_bytes - self.device_memory_limit))",
+)
 
 ZOO: dict[str, tuple[type, str]] = {
+    "mutant_unspill_room_of_base": (UNSPILL_ROOM_OF_BASE, "STORE-LIMIT-008"),
+    "mutant_set_evicts_thrice": (SET_EVICTS_THRICE, "STORE-LIMIT-008"),
     "mutant_table_slice_not_rebased": (TABLE_SLICE_NOT_REBASED, "STORE-TABLE-001"),
     "mutant_alias_lookup_by_size": (ALIAS_LOOKUP_BY_SIZE, "STORE-ALIAS-003"),
     "mutant_table_counts_one_buffer": (TABLE_COUNTS_ONE_BUFFER, "STORE-TABLE-001"),

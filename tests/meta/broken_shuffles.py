@@ -614,6 +614,41 @@ class TruncatedFileReadsShort(PartialAfterWorkerLoss):
     error_word = "truncated"
 
 
+# 20 ----------------------------------------------------------------------------- 14.19
+def _coordinator_forgets_lost_outputs(dask_scheduler: Any = None) -> None:
+    """On the scheduler: this cluster's coordinator never errs a task of a finished shuffle
+    that waits for a gone worker (the reference before SHUF-FAULT-004 erred only outputs
+    that did; patched in this one instance, as the zoo's other adapters share the process)."""
+    import types
+
+    from broken_mutants import mutated_function
+
+    from reference_impl.shuffle import ShuffleSchedulerPlugin
+
+    plugin = dask_scheduler.plugins[ShuffleSchedulerPlugin.name]
+    mutated = mutated_function(
+        "reference_impl.shuffle.coordinator", "ShuffleSchedulerPlugin.transition",
+        'elif done is not None and finish == "no-worker":',
+        "elif False:",
+    )  # fmt: skip
+    plugin.transition = types.MethodType(mutated, plugin)
+
+
+class LostOutputWaits(_BrokenShuffle):
+    """An output lost with its worker after the shuffle finished is recomputed through tasks
+    that can run only on that worker, and waits for it forever."""
+
+    name = "broken-shuffle-lost-output-waits"
+    violates = ("14.19",)
+
+    def prepare(self, inputs, on, npartitions, env):
+        from reference_impl.shuffle import ShuffleSchedulerPlugin
+
+        env.client.register_plugin(ShuffleSchedulerPlugin())  # idempotent, as the shuffle does
+        env.client.run_on_scheduler(_coordinator_forgets_lost_outputs)
+        return inputs, on, npartitions
+
+
 # which conformance ID must catch which bug
 EXPECTED: dict[str, tuple[type, str]] = {
     "drops_empty": (DropsEmptyOutputs, "SHUF-COUNT-001"),
@@ -639,6 +674,7 @@ EXPECTED: dict[str, tuple[type, str]] = {
     "plan_left_on_failure": (PlanLeftOnFailure, "SHUF-STATE-001"),
     "result_cache": (ResultCacheByInputs, "SHUF-STATE-001"),
     "truncated_file_short": (TruncatedFileReadsShort, "SHUF-STATE-001"),
+    "lost_output_waits": (LostOutputWaits, "SHUF-FAULT-004"),
 }
 
 for _attr, (_cls, _cid) in EXPECTED.items():
