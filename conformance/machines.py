@@ -249,7 +249,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
         """Clause 4.9: of what ``what`` moved off the device, the most recently used was
         needed: it does not fit beside what stayed (or, for ``evict(n)``, the bytes freed
         without it fall short of ``n``)."""
-        if self.world or before is None or not self.has("store.lru.strict"):
+        if self.world or before is None or side.proxies or not self.has("store.lru.strict"):
             return  # the environment's allocations make spill on demand legitimate
         after = side.h.snapshot()
         was = {k: t for k, t in before.tiers.items() if set_key is None or k != set_key}

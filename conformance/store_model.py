@@ -223,13 +223,13 @@ class StoreModel:
         moved = [
             k for k in self.order if before.get(k) == "device" and after.get(k) not in (None, "device")
         ]
-        if not moved:
-            return None
+        unsettled = self.aliased() | self.unsure
+        if not moved or self.externals or any(k in unsettled for k in moved):
+            return None  # externals and unsettled recency: which moved last is not certain
         key = moved[-1]
         held = self.keys[key]
         if (
-            key in self.aliased() | self.unsure
-            or key in self.oversize(limit)
+            key in self.oversize(limit)
             or held.host_only
             or held.shared_inside
             or held.cut_from_larger
@@ -244,4 +244,3 @@ class StoreModel:
             for k, held in self.keys.items()
             if held.host_only and tiers.get(k) == "host"
         )
-
