@@ -1,4 +1,4 @@
-"""proxify-conformance: one suite that checks any spilling store (and, later, shuffle).
+"""proxify-conformance: one suite that checks any spilling store and any shuffle.
 
 Run it with ``pytest conformance --impl=reference`` from the repository, or
 ``pytest --pyargs conformance --impl=module:attr`` anywhere it is installed.

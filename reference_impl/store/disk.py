@@ -304,6 +304,6 @@ class SpillDir:
             os.close(fd)
         if not hmac.compare_digest(digest, bytes(tag)):
             raise SpillIntegrityError(
-                f"spill file {path} of key {key} failed its HMAC check (tampered or corrupt)"
+                f"spill file {path} of key {key} failed its MAC check (keyed BLAKE3: tampered or corrupt)"
             )
         return Payload(bytes(buffers[0]), buffers[1:])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 class SpillIntegrityError(RuntimeError):
-    """A spill file failed its HMAC or size check: it was tampered with or truncated.
+    """A spill file failed its MAC (keyed BLAKE3) or size check: it was tampered with or truncated.
 
     Raised *before* anything is deserialized, and names the key and the file.
     """

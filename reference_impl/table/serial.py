@@ -134,13 +134,6 @@ def decode_with(
 _cuda_device: Any = None
 
 
-def set_cuda_device(device: Any) -> None:
-    """The CudaDevice tables received or unpickled in this process land on
-    (a worker set-up sets its own; by default one is made on first need)."""
-    global _cuda_device
-    _cuda_device = device
-
-
 def device_for(spec: dict[str, Any]) -> Any:
     """The device named by a header: the same sim device if it lives in this
     process, else this process's default sim device; for CUDA, this process's."""

@@ -237,7 +237,7 @@ class Table:
         rows = sum(t._num_rows for t in tables)
         return Table._trusted(first._device, cols, rows, first._metadata)
 
-    # --- interchange (implemented in arrow.py and cudf.py) -------------------------------
+    # --- interchange (implemented in arrow.py and interop_cudf.py) -------------------------------
     @classmethod
     def from_arrow(cls, data: pa.Table | pa.RecordBatch, device: Any) -> Table:
         """Copy an Arrow table or record batch onto ``device`` (exact round trip)."""

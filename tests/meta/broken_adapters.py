@@ -148,7 +148,7 @@ class _NoCheck:
 
 
 class SkipsHmac(_Broken):
-    """Never checks the HMAC of spill files (process-wide patch: run it alone)."""
+    """Never checks the MAC of spill files (process-wide patch: run it alone)."""
 
     name = "broken-skips-hmac"
     violates = ("10.1",)

@@ -1,4 +1,4 @@
-"""Rule 8: the disk tier: modes, HMAC before unpickling, partial I/O, >1024 frames, cleanup."""
+"""SPEC section 9: the disk tier: modes, the MAC before unpickling, partial I/O, >1024 frames, cleanup."""
 
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def test_tampered_file_is_rejected_before_unpickling(arr, make_store):
         f.write(bytes([byte[0] ^ 0xFF]))
     with pytest.raises(
         SpillIntegrityError,
-        match=r"(?s)spill file .*00000000\.spill of key 'victim' failed its HMAC",
+        match=r"(?s)spill file .*00000000\.spill of key 'victim' failed its MAC",
     ):
         s["victim"]
     assert s.tier_of("victim") == "disk"
@@ -105,7 +105,7 @@ def test_swapped_files_fail_the_hmac(arr, make_store):
     os.replace(f0, f0 + ".tmp")
     os.replace(f1, f0)
     os.replace(f0 + ".tmp", f1)
-    with pytest.raises(SpillIntegrityError, match="key 'a' failed its HMAC"):
+    with pytest.raises(SpillIntegrityError, match="key 'a' failed its MAC"):
         s["a"]
     assert value_of(s["c"]) == ord("c")
 
@@ -116,7 +116,7 @@ def test_a_file_from_another_store_key_fails(tmp_path):
     d2 = disk.SpillDir(str(tmp_path), b"k2" * 16)
     f = d1.write(payload)
     assert bytes(serialize.loads(d1.read(f, "k"))) == b"x" * 100
-    with pytest.raises(SpillIntegrityError, match="HMAC"):
+    with pytest.raises(SpillIntegrityError, match="failed its MAC"):
         d2.read(f, "k")
 
 
@@ -135,7 +135,7 @@ def test_mac_rejects_changed_or_reordered_chunks(tmp_path):
     for body in (bytes(tampered), swapped):
         with open(f.path, "wb") as fh:
             fh.write(body)
-        with pytest.raises(SpillIntegrityError, match="HMAC"):
+        with pytest.raises(SpillIntegrityError, match="failed its MAC"):
             d.read(f, "big")
 
 

@@ -1,4 +1,4 @@
-"""Rule 6: externals are weakly tracked, counted once, spillable, and rejected across stores."""
+"""SPEC section 7: externals are weakly tracked, counted once, spillable, and rejected across stores."""
 
 from __future__ import annotations
 

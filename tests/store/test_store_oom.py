@@ -1,4 +1,4 @@
-"""Rule 7: spill on demand through the device's OOM handler, honouring memory_limit."""
+"""SPEC section 8: spill on demand through the device's OOM handler, honouring memory_limit."""
 
 from __future__ import annotations
 

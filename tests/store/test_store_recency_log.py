@@ -1,4 +1,4 @@
-"""Rule 5's bookkeeping: the device log and host heap keep exact LRU order in bounded memory.
+"""SPEC section 5's bookkeeping: the device log and host heap keep exact LRU order in bounded memory.
 
 :class:`Recency` never unlinks a unit: a use appends a new entry and the old one
 dies in place. These tests hold it to an ordered-dict model under random moves,

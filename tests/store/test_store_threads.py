@@ -1,4 +1,4 @@
-"""Rule 9: per-store locks, finalizers on any thread, iteration while writing."""
+"""SPEC section 12: per-store locks, finalizers on any thread, iteration while writing."""
 
 from __future__ import annotations
 
