@@ -243,14 +243,19 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
                 f"{what} changed {name}: {getattr(before, name):,} -> {getattr(after, name):,}"
             )
 
+    def _minimal_applies(self, side: Side) -> bool:
+        """Whether clause 4.9 is judged here: the environment's allocations make spill on
+        demand legitimate, and with externals the value moved last is not certain."""
+        return not (self.world or side.proxies) and self.has("store.lru.strict")
+
     def _minimal(
         self, side: Side, before, what: str, evicted: int | None = None, set_key: Any = None
     ) -> None:
         """Clause 4.9: of what ``what`` moved off the device, the most recently used was
         needed: it does not fit beside what stayed (or, for ``evict(n)``, the bytes freed
         without it fall short of ``n``)."""
-        if self.world or before is None or side.proxies or not self.has("store.lru.strict"):
-            return  # the environment's allocations make spill on demand legitimate
+        if before is None:
+            return
         after = side.h.snapshot()
         was = {k: t for k, t in before.tiers.items() if set_key is None or k != set_key}
         last = side.model.last_moved_off(was, after.tiers, self.limit)
@@ -294,7 +299,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
     def _put(self, side: int, key: Hashable, spec: Any) -> Hashable:
         s = self._side(side)
         built = self._build(spec)
-        before = s.h.snapshot() if self.has("store.lru.strict") else None
+        before = s.h.snapshot() if self._minimal_applies(s) else None
         with self._window(s, f"store[{key!r}] = ..."):
             s.h.store[key] = built.value
         del built.value, built.leaves
@@ -446,7 +451,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
         if key not in s.model:
             return self._missing(s, key, "get")
         over = self._over(s, key)
-        before = s.h.snapshot() if self.has("store.lru.strict") else None
+        before = s.h.snapshot() if self._minimal_applies(s) else None
         with self._window(s, f"store[{key!r}]", extra=over):
             value = s.h.store[key]
             s.model.touch(key)
@@ -691,7 +696,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
             assert after.device_bytes == 0, (
                 f"evict({n}) freed only {freed:,} while {after.device_bytes:,} bytes stay"
             )
-        if n:
+        if n and self._minimal_applies(s):
             self._minimal(s, before, f"evict({n})", evicted=n)
 
     @precondition(

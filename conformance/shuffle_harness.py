@@ -132,7 +132,9 @@ class PhaseKiller(SchedulerPlugin):
         if self.phase_of(str(key)) != self.phase:
             return
         ts = self.scheduler.tasks.get(key)
-        worker = ts.processing_on.address if ts is not None and ts.processing_on else None
+        self._kill(key, ts.processing_on.address if ts is not None and ts.processing_on else None)
+
+    def _kill(self, key: Any, worker: str | None) -> None:
         pid = self.pids.get(worker)
         if pid is None:
             return
@@ -141,17 +143,12 @@ class PhaseKiller(SchedulerPlugin):
 
 
 @dataclass
-class OutputsKiller(SchedulerPlugin):
+class OutputsKiller(PhaseKiller):
     """Scheduler plugin: SIGKILL the worker holding the last output of ``phase`` (the
     ``n``-th of its tasks to finish), as it finishes: the shuffle is over, its outputs are
-    not read yet. ``fired`` as for :class:`PhaseKiller`."""
+    not read yet."""
 
-    phase: str
-    phase_of: Callable[[str], str | None]
-    pids: dict[str, int]
-    n: int
-    fired: list[tuple[str, str, int]] = field(default_factory=list)
-    scheduler: Any = None
+    n: int = 1
     done: set[str] = field(default_factory=set)
     name: str = "conformance-outputs-killer"
 
@@ -159,15 +156,9 @@ class OutputsKiller(SchedulerPlugin):
         if self.fired or finish != "memory" or self.phase_of(str(key)) != self.phase:
             return
         self.done.add(str(key))
-        if len(self.done) < self.n:
-            return
         ts = self.scheduler.tasks.get(key)
-        holders = sorted(ws.address for ws in ts.who_has) if ts is not None else []
-        pid = self.pids.get(holders[0]) if holders else None
-        if pid is None:
-            return
-        os.kill(pid, signal.SIGKILL)
-        self.fired.append((str(key), holders[0], pid))
+        if len(self.done) >= self.n and ts is not None and ts.who_has:
+            self._kill(key, min(ws.address for ws in ts.who_has))
 
 
 @dataclass
@@ -352,34 +343,32 @@ class ShuffleCluster:
                 return left
             time.sleep(0.1)
 
-    def kill_in(self, phase: str) -> PhaseKiller:
-        """Arm a killer for the next shuffle's first task in ``phase``."""
+    def _phase_of(self) -> Callable[[str], str | None]:
         phase_of = getattr(self.adapter, "phase_of", None)
         if phase_of is None:
             raise NotImplementedError(f"{self.adapter.name} has no phase_of(key)")
-        scheduler = self.cluster.scheduler
-        killer = PhaseKiller(phase, phase_of, self.worker_pids(), scheduler=scheduler)
-        scheduler.add_plugin(killer, name=f"{killer.name}-{phase}")
+        return phase_of
+
+    def _arm(self, killer: PhaseKiller) -> PhaseKiller:
+        self.cluster.scheduler.add_plugin(killer, name=f"{killer.name}-{killer.phase}")
         return killer
 
-    def kill_after(self, phase: str, n: int) -> OutputsKiller:
-        """Arm a killer for the worker holding the ``n``-th task of ``phase`` to finish."""
-        phase_of = getattr(self.adapter, "phase_of", None)
-        if phase_of is None:
-            raise NotImplementedError(f"{self.adapter.name} has no phase_of(key)")
+    def kill_in(self, phase: str) -> PhaseKiller:
+        """Arm a killer for the next shuffle's first task in ``phase``."""
         scheduler = self.cluster.scheduler
-        killer = OutputsKiller(phase, phase_of, self.worker_pids(), n, scheduler=scheduler)
-        scheduler.add_plugin(killer, name=f"{killer.name}-{phase}")
-        return killer
+        return self._arm(PhaseKiller(phase, self._phase_of(), self.worker_pids(), scheduler=scheduler))
+
+    def kill_after(self, phase: str, n: int) -> PhaseKiller:
+        """Arm a killer for the worker holding the ``n``-th task of ``phase`` to finish."""
+        scheduler = self.cluster.scheduler
+        pids = self.worker_pids()
+        return self._arm(OutputsKiller(phase, self._phase_of(), pids, scheduler=scheduler, n=n))
 
     @contextmanager
     def during(self, phase: str, action: Callable[[], int]) -> Iterator[PhaseAction]:
         """``action()`` runs once, in this process, when the first task of ``phase`` is sent
         to a worker; the plugin is removed afterwards."""
-        phase_of = getattr(self.adapter, "phase_of", None)
-        if phase_of is None:
-            raise NotImplementedError(f"{self.adapter.name} has no phase_of(key)")
-        plugin = PhaseAction(phase, phase_of, action)
+        plugin = PhaseAction(phase, self._phase_of(), action)
         name = f"{plugin.name}-{phase}"
         self.cluster.scheduler.add_plugin(plugin, name=name)
         try:

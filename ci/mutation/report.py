@@ -56,6 +56,13 @@ class Stratum:
     killed: int = 0
     equivalent: int = 0
 
+    def __iadd__(self, other: Stratum) -> Stratum:
+        self.total += other.total
+        self.run += other.run
+        self.killed += other.killed
+        self.equivalent += other.equivalent
+        return self
+
 
 @dataclass
 class ModuleScore:
@@ -112,12 +119,11 @@ def score(sessions: Path, triage: dict[str, dict], stratum_of=None, seed: int = 
                 items = sorted(db.work_items, key=lambda i: rank(i.job_id, seed))
                 results = {item.job_id: result for item, result in db.completed_work_items}
             s.total = len(items)
-            for item in items:
-                if stratum_of is not None:
-                    s.strata.setdefault(stratum_of(module, item.mutations[0]), Stratum()).total += 1
             late = ModuleScore(module, group.name)  # past the prefix: survivors still listed
             in_prefix = True
             for item in items:
+                if stratum_of is not None:
+                    s.strata.setdefault(stratum_of(module, item.mutations[0]), Stratum()).total += 1
                 result = results.get(item.job_id)
                 in_prefix = in_prefix and result is not None
                 if result is None:
@@ -214,10 +220,7 @@ def markdown(scores: list[ModuleScore], *, commit: str, date: str, command: str,
         for s in rows:
             for name, st in s.strata.items():
                 acc = strata.setdefault(name, Stratum())
-                acc.total += st.total
-                acc.run += st.run
-                acc.killed += st.killed
-                acc.equivalent += st.equivalent
+                acc += st  # in place: the dict's entry grows
         if strata:
             lines += ["| stratum | mutants | run | killed | equivalent | score |", "|---|---:|---:|---:|---:|---:|"]
             est = 0.0

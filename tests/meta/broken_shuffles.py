@@ -286,6 +286,26 @@ class LeavesOutputFiles(_BrokenShuffle):
     finish = staticmethod(_keep_copy)
 
 
+_RECENT_OUTPUTS: list[Any] = []  # per worker process: the last outputs read, on the device
+
+
+def _remember_output(table: Any, on: Sequence[str] = ()) -> Any:
+    """The output as Arrow, its device table kept in a worker-global list (a cache of the
+    last outputs read, never emptied)."""
+    _RECENT_OUTPUTS.append(table)
+    del _RECENT_OUTPUTS[:-4]
+    return _to_arrow(table)
+
+
+class KeepsDeviceOutputs(_BrokenShuffle):
+    """Keeps the last few outputs' device tables in a cache of its own: no task and no file
+    is left, but their device memory stays in use after the shuffle is released."""
+
+    name = "broken-shuffle-keeps-device-outputs"
+    violates = ("14.11",)
+    finish = staticmethod(_remember_output)
+
+
 # 8 ------------------------------------------------------------------------------ 14.9
 def _distinct_keys(table: Any, on: Sequence[str]) -> list:
     """The input's keys in order of first appearance."""
@@ -614,7 +634,7 @@ class TruncatedFileReadsShort(PartialAfterWorkerLoss):
     error_word = "truncated"
 
 
-# 20 ----------------------------------------------------------------------------- 14.19
+# 23 ----------------------------------------------------------------------------- 14.19
 def _coordinator_forgets_lost_outputs(dask_scheduler: Any = None) -> None:
     """On the scheduler: this cluster's coordinator never errs a task of a finished shuffle
     that waits for a gone worker (the reference before SHUF-FAULT-004 erred only outputs
@@ -659,6 +679,7 @@ EXPECTED: dict[str, tuple[type, str]] = {
     "partial_after_loss": (PartialAfterWorkerLoss, "SHUF-FAULT-001"),
     "missing_file_empty": (MissingFileReadsAsEmpty, "SHUF-FAULT-003"),
     "leaves_files": (LeavesOutputFiles, "SHUF-CLEAN-001"),
+    "keeps_device_outputs": (KeepsDeviceOutputs, "SHUF-CLEAN-001"),
     "input_order": (DictionaryCodes, "SHUF-DET-001"),
     "drops_null_keys": (DropsNullKeys, "SHUF-NULL-001"),
     "overlapping_pieces": (OverlappingPieces, "SHUF-ROWS-001"),
