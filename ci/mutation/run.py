@@ -23,7 +23,7 @@ import execute
 import plan
 import report
 from select_tests import Baseline, run_baseline
-from targets import GROUPS, Group
+from targets import GROUPS, Group, group_of
 
 REPO = execute.REPO
 
@@ -118,10 +118,11 @@ def main(argv: list[str] | None = None) -> int:
         base = Baseline.load(base_file)
 
         def stratum_of(module, spec):
-            if not by_module[module].in_process:
+            group = by_module.get(module) or group_of(module)  # sessions of other modules too
+            if not group.in_process:
                 return "runs in dask workers: judged by the whole slice"
             job = execute.Job(module, execute.WorkItem.single("", spec))
-            reach = execute.reached_in_process(job, by_module[module], base)
+            reach = execute.reached_in_process(job, group, base)
             return "reached in-process" if reach else "reached only by subprocess tests"
 
     scores = [s for s in report.score(sessions, triage, stratum_of, seed=args.seed) if s.module in modules]
