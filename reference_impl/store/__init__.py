@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .dask_hooks import register_dask_serializers
+from .comms import register_dask_serializers
 from .dispatch import ArrayType, DeviceType, register_device_type
 from .errors import SpillDirectoryError, SpillIntegrityError, SpillWarning, StoreClosedError
 from .hostfile import ProxifyHostFile

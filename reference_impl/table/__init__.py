@@ -3,7 +3,7 @@
 Importing this package registers :class:`Table` with the store (one proxy per
 table) and with dask's serialization (it stays on its device through comms; one held in a
 worker's store travels as host frames and lands in the receiving store, see
-reference_impl/store/dask_hooks.py).
+reference_impl/store/comms.py).
 """
 
 from __future__ import annotations

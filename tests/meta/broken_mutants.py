@@ -80,7 +80,7 @@ UFUNC_OUT_COPIES = mutant(
     "ProxyObject.__array_ufunc__", "tuple(unwrap(o) for o in", "tuple(unwrap(o).copy() for o in",
 )
 SEND_UNSPILLS = mutant(
-    "mutant-send-unspills", ("13.4", "5.3"), "reference_impl.store.dask_hooks", "_host_payload",
+    "mutant-send-unspills", ("13.4", "5.3"), "reference_impl.store.comms", "_host_payload",
     "state = store._pickle_state(detail) if store is not None else (",
     "state = (store._use_proxy(proxy, detail), store._pickle_state(detail))[1] if store is not None else (",
 )

@@ -4,7 +4,7 @@ outside its store's room, so the device peaks above the store's limit.
 Run: .venv/bin/python docs/findings/reference-repro/device_table_moved_by_dask.py
 Prints the limit and each worker's device peak while 48 tables are read on the worker that
 does NOT hold them (what work stealing does to a task placed away from its data), then the
-same read on the holder. Before the fix (reference_impl/store/dask_hooks.py, 2026-12-01) the
+same read on the holder. Before the fix (reference_impl/store/comms.py, 2026-12-01) the
 first peaked at 4.2x the limit; now both stay at or below it.
 """
 
