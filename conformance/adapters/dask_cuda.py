@@ -26,7 +26,7 @@ once per process, in every table dask-cuda's store path consults:
 * ``distributed.protocol`` ``dask_serialize`` / ``dask_deserialize`` (used by
   the device->host spill and, through ``serialize_and_split``, by the "disk"
   family): the reference's own registration,
-  ``reference_impl.device.dask_hooks.register_dask_serializers`` (defined once,
+  ``reference_impl.device.sim_comms.register_dask_serializers`` (defined once,
   there): frames are a d2h copy (``device.to_host``); deserialising allocates
   on the originating sim device (``device.asarray``), so an unspill goes through
   the device ledger and can trigger the device's OOM handlers.  The "pickle"
@@ -174,7 +174,7 @@ def register_sim() -> None:
         from dask.sizeof import sizeof
 
         from reference_impl.device import SimArray
-        from reference_impl.device.dask_hooks import register_dask_serializers
+        from reference_impl.device.sim_comms import register_dask_serializers
 
         pdo, gdmo, ido = mods["pdo"], mods["gdmo"], mods["ido"]
 
@@ -195,7 +195,7 @@ def register_sim() -> None:
             return int(x.nbytes)
 
         # The "dask" family serializers are the reference's own (one definition,
-        # reference_impl/device/dask_hooks.py); already registered by the first
+        # reference_impl/device/sim_comms.py); already registered by the first
         # SimDevice, called here for clarity (idempotent).
         register_dask_serializers()
 

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 
 from .common import TransferCounters, check_dtype, check_shape
-from .dask_hooks import register_dask_serializers
 from .ledger import ByteLedger
 from .oom import OomHandler
+from .sim_comms import register_dask_serializers
 from .sizes import parse_bytes
 
 DEFAULT_SIM_CAPACITY = "16 GiB"

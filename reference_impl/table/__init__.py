@@ -9,7 +9,7 @@ reference_impl/store/comms.py).
 from __future__ import annotations
 
 from .column import Column
-from .dask_hooks import register_dask_serializers
+from .comms import register_dask_serializers
 from .errors import ColumnNotFoundError, SchemaMismatchError
 from .spill import register as _register_with_store
 from .table import Table

@@ -13,7 +13,7 @@ from reference_impl.store.dispatch import register_device_type
 from reference_impl.store.serialize import Payload
 
 from . import devops
-from .serial import decode, device_for, device_header, encode
+from .frames import decode, device_for, device_header, encode
 from .table import Table
 
 
@@ -50,7 +50,7 @@ class TableType:
 
     def default_device(self, meta: dict[str, Any]) -> Any:
         """Where a spilled Table proxy pickled to another process unspills: the same
-        sim device if it lives there, else that process's default (see ``serial``)."""
+        sim device if it lives there, else that process's default (see ``frames``)."""
         return device_for(meta.get("device_spec") or {"kind": "sim", "token": None})
 
 

@@ -275,7 +275,7 @@ class Table:
         return to_cudf(self)
 
     def __reduce__(self):
-        from .serial import reduce_table
+        from .frames import reduce_table
 
         return reduce_table(self)
 

@@ -1,6 +1,6 @@
 """A SimArray through distributed's "dask" serialization family stays on its device.
 
-The serializers are defined once, in ``reference_impl/device/dask_hooks.py``; the
+The serializers are defined once, in ``reference_impl/device/sim_comms.py``; the
 dask-cuda conformance adapter uses the same registration.
 """
 
@@ -65,7 +65,7 @@ def test_unknown_device_token_lands_on_the_default_device(dev):
 
 def test_one_registration_in_one_place():
     ser, de = dask_serialize.dispatch(SimArray), dask_deserialize.dispatch(SimArray)
-    assert ser.__module__ == de.__module__ == "reference_impl.device.dask_hooks"
+    assert ser.__module__ == de.__module__ == "reference_impl.device.sim_comms"
     needle = "serialize.register(" + "SimArray)"  # split, so this file does not match
     sites = [
         p.relative_to(REPO).as_posix()
@@ -73,4 +73,4 @@ def test_one_registration_in_one_place():
         for p in (REPO / root).rglob("*.py")
         if needle in p.read_text(encoding="utf-8")
     ]
-    assert sites == ["reference_impl/device/dask_hooks.py"], sites
+    assert sites == ["reference_impl/device/sim_comms.py"], sites

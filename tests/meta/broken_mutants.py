@@ -126,7 +126,7 @@ ALIAS_LOOKUP_BY_SIZE = mutant(
     "None if pair is None else pair[0]", "None if pair is None else pair[1]",
 )
 TABLE_SLICE_NOT_REBASED = mutant(
-    "mutant-table-slice-not-rebased", ("2.7",), "reference_impl.table.serial", "encode",
+    "mutant-table-slice-not-rebased", ("2.7",), "reference_impl.table.frames", "encode",
     "            if start:", "            if False:",
 )
 UNSPILL_ROOM_OF_BASE = mutant(

@@ -3,7 +3,7 @@
 The ``dask`` family carries host frames (the d2h copies, counted by the
 device) and rebuilds the table on the receiving process's device: the same sim
 device when it lives in that process, else its default sim device (as
-SimArray does, ``reference_impl/device/dask_hooks.py``). The ``cuda`` family,
+SimArray does, ``reference_impl/device/sim_comms.py``). The ``cuda`` family,
 used by comms that move device memory (UCX), carries the CuPy buffers
 themselves and rebuilds around them without a host copy.
 """
@@ -26,7 +26,7 @@ def register_dask_serializers() -> None:
     except ImportError:
         return
 
-    from .serial import decode, device_for, encode
+    from .frames import decode, device_for, encode
     from .table import Table
 
     @dask_serialize.register(Table)
@@ -52,11 +52,11 @@ def register_dask_serializers() -> None:
 
 
 def _device_frames(table: Any) -> tuple[dict[str, Any], list[Any]]:
-    """Header as :func:`serial.encode`'s, frames the (uint8-viewed) CuPy buffers.
+    """Header as :func:`frames.encode`'s, frames the (uint8-viewed) CuPy buffers.
 
     String columns are compacted on the device first (a slice's chars only).
     """
-    from .serial import encode_header
+    from .frames import encode_header
 
     frames: list[Any] = []
     for col in table.columns:
@@ -74,7 +74,7 @@ def _device_frames(table: Any) -> tuple[dict[str, Any], list[Any]]:
 def _from_device_frames(header: dict[str, Any], frames: list[Any], device: Any) -> Any:
     import cupy
 
-    from .serial import decode_with
+    from .frames import decode_with
 
     return decode_with(header, frames, device, lambda f: cupy.asarray(f).view(np.uint8))
 
