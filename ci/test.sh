@@ -12,6 +12,10 @@ fi
 export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-${CONFORMANCE_PROFILE:-ci}}"
 export CONFORMANCE_PROFILE="$HYPOTHESIS_PROFILE"
 python -m ruff check .
+# The workflows (.github/workflows/, config .github/actionlint.yaml), well under a second.
+# No shellcheck/pyflakes on run: scripts, so the result does not depend on what the
+# machine has on PATH.
+actionlint -shellcheck= -pyflakes=
 # The GPU check's dry run: arguments, wheel folder, imports, CUDA kernels under the simulator.
 bash ci/gpu_check.sh --dry-run --out reports/gpu-dry-run
 python -m pytest tests -n 2 "$@"
@@ -21,5 +25,5 @@ python -m pytest stress -n 2 "$@"
 python -m pytest conformance --impl=reference --device=sim -n 2 "$@"
 # The CPU peers' manifests, on a few IDs (< 60 s): a stale entry, a broken findings link or an
 # undocumented failure of zict or distributed-spill fails CI. The full table runs nightly
-# (ci/workflows/nightly-peers.yml).
+# (.github/workflows/nightly-peers.yml).
 bash ci/peers.sh --fast "$@"
