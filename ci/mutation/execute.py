@@ -27,11 +27,17 @@ from plan import rank, session_path
 from select_tests import PYTEST, Baseline
 from targets import Group
 
+from conformance import gitinfo
+
 REPO = Path(__file__).resolve().parents[2]
 
 
 def commit(rev: str = "HEAD") -> str:
-    return subprocess.check_output(["git", "rev-parse", rev], cwd=REPO, text=True).strip()
+    """The full hash ``rev`` names (conformance.gitinfo, the project's one lookup)."""
+    sha = gitinfo.commit(rev, cwd=REPO)
+    if sha is None:
+        raise SystemExit(f"ci/mutation: {rev!r} names no commit of {REPO}")
+    return sha
 
 
 def extract(rev: str, dest: Path) -> None:
