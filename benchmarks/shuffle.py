@@ -60,7 +60,7 @@ REPO = str(Path(__file__).resolve().parent.parent)
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from _common import machine  # noqa: E402
+from benchmarks._common import machine  # noqa: E402
 
 ROW_BYTES = 8 + 8 + 8 + 8  # key, payload, large_string offset, 8 chars on average
 METHODS = ("ours", "ours-df", "p2p", "tasks")

@@ -6,8 +6,8 @@
 # Uses the box's own python3 ($PYTHON to choose another): no venv, no package index. The
 # wheels that ci/gpu_wheels.sh downloaded (--wheels, default .whl/) are installed with
 # `pip install --no-index --no-deps --target` into a temporary folder put on PYTHONPATH,
-# with the checkout itself. Steps (ci/gpu_check.py) run in order, each in its own process
-# with a timeout from what is left of --budget (default 420 s, for an 8-minute call), and
+# with the checkout itself. Steps (python -m ci.gpu_check; ci/gpu_check/steps/, a module each)
+# run in order, each in its own process with a timeout from what is left of --budget (420 s), and
 # write DIR/gpu-check.json and DIR/gpu-results.md after every step; the table is printed
 # last. DIR defaults to $OUT, else reports/gpu.
 #
@@ -87,4 +87,4 @@ fi
 ARGS=(--out "$OUTDIR" --budget "$BUDGET")
 [ "$DRY" = 1 ] && ARGS+=(--dry-run)
 cd "$ROOT"
-exec "$PY" "$ROOT/ci/gpu_check.py" "${ARGS[@]}"
+exec "$PY" -m ci.gpu_check "${ARGS[@]}"

@@ -1,27 +1,18 @@
-"""ci/gpu_check.sh's argument checks and ci/gpu_check.py's helpers (the dry run itself runs in
-ci/test.sh; the GPU steps need a GPU)."""
+"""ci/gpu_check.sh's argument checks and the ci.gpu_check package's helpers (the dry run itself
+runs in ci/test.sh; the GPU steps need a GPU)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from ci.gpu_check import pytest_run, report, steps
+from ci.gpu_check.common import previous
+
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _check():
-    name = "ci_gpu_check"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REPO / "ci" / "gpu_check.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
 @pytest.mark.parametrize("args, message", [
@@ -49,44 +40,39 @@ def test_wheels_check_lists_what_is_missing(tmp_path):
 
 
 def test_every_step_has_a_dry_run_plan():
-    gc = _check()
-    names = [s[0] for s in gc.STEPS]
+    names = [s[0] for s in steps.STEPS]
     assert names == ["device", "bandwidth", "tests", "twins", "partition", "store",
                      "conformance", "shuffle"]
-    for name in gc.NEEDS_GPU:
-        assert (name in gc.DRY) != (name in gc.DRY_SKIP), name  # exercised or skipped, not both
+    for name in steps.NEEDS_GPU:
+        assert (name in steps.DRY) != (name in steps.DRY_SKIP), name  # exercised or skipped, not both
 
 
 def test_conformance_plugin_is_named_only_without_its_entry_point(monkeypatch):
-    gc = _check()
-
     class EP:
         def __init__(self, value):
             self.value = value
 
-    monkeypatch.setattr(gc.md, "entry_points", lambda group: [EP("conformance.plugin")])
-    assert gc.conformance_plugin_args() == []
-    monkeypatch.setattr(gc.md, "entry_points", lambda group: [EP("xdist.plugin")])
-    assert gc.conformance_plugin_args() == ["-p", "conformance.plugin"]
+    monkeypatch.setattr(pytest_run.md, "entry_points", lambda group: [EP("conformance.plugin")])
+    assert pytest_run.conformance_plugin_args() == []
+    monkeypatch.setattr(pytest_run.md, "entry_points", lambda group: [EP("xdist.plugin")])
+    assert pytest_run.conformance_plugin_args() == ["-p", "conformance.plugin"]
 
 
 def test_results_are_written_after_each_step_and_a_cut_run_keeps_them(tmp_path):
-    gc = _check()
     doc = {"started": "2026-01-01 00:00 UTC", "commit": "abc", "dry_run": False,
            "budget_s": 420, "command": "bash ci/gpu_check.sh", "steps": [
                {"name": "device", "title": "device", "status": "pass", "summary": "H200 | x"},
                {"name": "bandwidth", "title": "copies", "status": "timeout",
                 "summary": "ran past 60 s", "table": [("a", "b"), (1, 2)]}]}
-    gc.write(tmp_path, doc)
+    report.write(tmp_path, doc)
     md = (tmp_path / "gpu-results.md").read_text()
     assert "- device: H200 | x" in md and "| device | pass | H200 / x |" in md
     assert "| bandwidth | timeout | ran past 60 s |" in md
     assert "| a | b |" in md and "| 1 | 2 |" in md
     assert json.loads((tmp_path / "gpu-check.json").read_text())["steps"][1]["status"] == "timeout"
-    assert gc._previous(tmp_path, "device") == {} and gc._previous(tmp_path, "bandwidth") == {}
+    assert previous(tmp_path, "device") == {} and previous(tmp_path, "bandwidth") == {}
 
 
 def test_pytest_summary_line():
-    gc = _check()
     text = "....\n===== 3 failed, 40 passed, 2 skipped in 12.3s =====\n"
-    assert gc._pytest_summary(text) == "3 failed, 40 passed, 2 skipped in 12.3s"
+    assert pytest_run.pytest_summary(text) == "3 failed, 40 passed, 2 skipped in 12.3s"
