@@ -7,7 +7,7 @@ from .dispatch import ArrayType, DeviceType, register_device_type
 from .errors import SpillDirectoryError, SpillIntegrityError, SpillWarning, StoreClosedError
 from .hostfile import ProxifyHostFile
 from .proxy import ProxyObject
-from .units import StoreSnapshot
+from .snapshot import StoreSnapshot
 
 register_dask_serializers()
 

@@ -6,8 +6,8 @@ external proxy), grouped with every unit sharing a proxy or a base allocation,
 so a key is always in exactly one tier and spilling really frees device bytes.
 
 This module is the thin MutableMapping facade: it takes the lock and calls
-:mod:`.groups` (units and alias groups), :mod:`.lru` (recency and pins),
-:mod:`.tiers` (moves and accounting) and :mod:`.tracking` (proxies).
+:mod:`.index` (units and alias groups), :mod:`.recency` (recency and pins),
+:mod:`.mover` (moves and accounting) and :mod:`.tracker` (proxies).
 
 Locking: one RLock per store. Finalizers (dead proxies) only append to a
 deque that the next locked call drains, so no finalizer ever takes a lock.
@@ -28,12 +28,13 @@ from reference_impl.device import Device, get_device, parse_bytes
 
 from .disk import SpillDir, make_spill_dir
 from .errors import StoreClosedError
-from .groups import Unit, UnitIndex
-from .lru import DEVICE, Recency
+from .index import UnitIndex
+from .mover import OVERSIZED, TierMover
 from .proxy import ProxyObject, _Detail, _get_detail, _use_unmanaged
-from .tiers import OVERSIZED, TierMover
-from .tracking import Tracker
-from .units import Entry, Record, StoreSnapshot
+from .recency import DEVICE, Recency
+from .records import Entry, Record, Unit
+from .snapshot import StoreSnapshot
+from .tracker import Tracker
 
 # A thread waiting this long for another thread's store lock inside an OOM
 # handler gives up (says "freed nothing") instead of risking a lock cycle

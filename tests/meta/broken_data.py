@@ -157,7 +157,7 @@ class ExternalDiesKeepsHostBytes(_Broken):
 
     def __init__(self):
         super().__init__()
-        from reference_impl.store.tracking import Tracker  # private: process-wide
+        from reference_impl.store.tracker import Tracker  # private: process-wide
 
         real = Tracker.forget
 

@@ -393,8 +393,8 @@ class DeleteUnlocked(_Broken):
 
     def __init__(self):
         super().__init__()
-        from reference_impl.store.tiers import TierMover
-        from reference_impl.store.units import Entry
+        from reference_impl.store.mover import TierMover
+        from reference_impl.store.records import Entry
 
         real = TierMover.spill_to_host
 

@@ -102,15 +102,15 @@ MISSING_FILE_UNNAMED = mutant(
     "except FileNotFoundError as exc:", "except LookupError as exc:",
 )
 ADOPTED_HOST_UNCOUNTED = mutant(
-    "mutant-adopted-host-uncounted", ("11.8", "3.4"), "reference_impl.store.tracking",
+    "mutant-adopted-host-uncounted", ("11.8", "3.4"), "reference_impl.store.tracker",
     "Tracker.track", "self.tiers.host_bytes += rec.host_nbytes", "self.tiers.host_bytes += 0",
 )
 DISK_WRITE_BACK_ADDS = mutant(
-    "mutant-disk-write-back-adds", ("3.5",), "reference_impl.store.tiers", "TierMover.write_back",
+    "mutant-disk-write-back-adds", ("3.5",), "reference_impl.store.mover", "TierMover.write_back",
     "new_file.nbytes - rec.disk_nbytes", "new_file.nbytes + rec.disk_nbytes",
 )
 HOST_USE_NOT_TOUCHED = mutant(
-    "mutant-host-use-not-touched", ("5.4",), "reference_impl.store.lru", "Recency.touch",
+    "mutant-host-use-not-touched", ("5.4",), "reference_impl.store.recency", "Recency.touch",
     "elif lru == HOST:", "elif lru == HOST and False:",
 )
 BIG_BODY_UNHASHED = mutant(
@@ -118,11 +118,11 @@ BIG_BODY_UNHASHED = mutant(
     "if not queue:", "if queue:",
 )
 TABLE_COUNTS_ONE_BUFFER = mutant(
-    "mutant-table-counts-one-buffer", ("3.8", "3.1"), "reference_impl.store.units",
+    "mutant-table-counts-one-buffer", ("3.8", "3.1"), "reference_impl.store.records",
     "Record.set_allocs", "if len(allocs) == 1:", "if len(allocs) >= 1:",
 )
 ALIAS_LOOKUP_BY_SIZE = mutant(
-    "mutant-alias-lookup-by-size", ("3.2",), "reference_impl.store.tracking", "Tracker._leaf",
+    "mutant-alias-lookup-by-size", ("3.2",), "reference_impl.store.tracker", "Tracker._leaf",
     "None if pair is None else pair[0]", "None if pair is None else pair[1]",
 )
 TABLE_SLICE_NOT_REBASED = mutant(
@@ -130,13 +130,13 @@ TABLE_SLICE_NOT_REBASED = mutant(
     "            if start:", "            if False:",
 )
 UNSPILL_ROOM_OF_BASE = mutant(
-    "mutant-unspill-room-of-base", ("4.9",), "reference_impl.store.groups", "UnitIndex.add_allocs",
+    "mutant-unspill-room-of-base", ("4.9",), "reference_impl.store.index", "UnitIndex.add_allocs",
     'int(detail.meta.get("nbytes", 0)) or rec.device_nbytes',
     'int(detail.meta.get("nbytes", 0)) and rec.device_nbytes',
 )
 # Not a survivor: the plain case of the same property, written by hand in the same form.
 SET_EVICTS_THRICE = mutant(
-    "mutant-set-evicts-thrice", ("4.9",), "reference_impl.store.tiers", "TierMover.admit",
+    "mutant-set-evicts-thrice", ("4.9",), "reference_impl.store.mover", "TierMover.admit",
     "self.evict_device(index.device_bytes - self.device_memory_limit)",
     "self.evict_device(3 * (index.device_bytes - self.device_memory_limit))",
 )

@@ -153,7 +153,7 @@ class UseIsNotRecorded(_Broken):
     def __init__(self):
         super().__init__()
         from reference_impl.store.hostfile import ProxifyHostFile
-        from reference_impl.store.lru import DEVICE
+        from reference_impl.store.recency import DEVICE
 
         real = ProxifyHostFile._use_proxy
 
@@ -180,7 +180,7 @@ class HostTierIsFifo(_Broken):
 
     def __init__(self):
         super().__init__()
-        from reference_impl.store.lru import HOST, Recency  # private: process-wide
+        from reference_impl.store.recency import HOST, Recency  # private: process-wide
 
         real_place = Recency.place
 

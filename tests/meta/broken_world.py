@@ -19,7 +19,7 @@ class HostLoadRemovesFileFirst(_Broken):
     def __init__(self):
         super().__init__()
         from reference_impl.store import serialize
-        from reference_impl.store.tiers import TierMover
+        from reference_impl.store.mover import TierMover
 
         def load_host_value(self, entry):
             payload = self.disk.read(entry.file, repr(entry.key))

@@ -10,8 +10,8 @@ from __future__ import annotations
 import random
 from collections import OrderedDict
 
-from reference_impl.store.lru import DEVICE, HOST, NONE, Recency
-from reference_impl.store.units import Entry
+from reference_impl.store.recency import DEVICE, HOST, NONE, Recency
+from reference_impl.store.records import Entry
 
 SLACK = 64
 

@@ -32,7 +32,7 @@ import itertools
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 
-from .groups import Unit
+from .records import Unit
 
 NONE, DEVICE, HOST = 0, 1, 2
 """Values of ``unit.lru``: in no list, in the device log, in the host heap."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -118,17 +117,5 @@ class Entry:
         self.seq = 0
 
 
-@dataclass(frozen=True)
-class StoreSnapshot:
-    """What the store holds, read without unspilling or touching recency.
-
-    ``device_bytes``/``host_bytes``/``disk_bytes`` include externals; ``lru``
-    lists device-resident keys from least to most recently used.
-    """
-
-    tiers: dict[Hashable, str] = field(default_factory=dict)
-    device_bytes: int = 0
-    host_bytes: int = 0
-    disk_bytes: int = 0
-    lru: list[Hashable] = field(default_factory=list)
-    n_externals: int = 0
+Unit = Entry | Record
+"""An eviction unit: a key's value, or one external proxy."""

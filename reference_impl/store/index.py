@@ -16,9 +16,7 @@ from typing import Any
 
 from .dispatch import ARRAY
 from .proxy import _get_detail
-from .units import Entry, Record
-
-Unit = Entry | Record
+from .records import Entry, Record, Unit
 
 
 class UnitIndex:

@@ -18,9 +18,9 @@ from dask.sizeof import sizeof
 from .containers import is_leaf, walk
 from .dispatch import ARRAY, handler_for
 from .errors import StoreClosedError
+from .mover import TierMover
 from .proxy import ProxyObject, _Detail, _get_detail, _new_object, _set_detail
-from .tiers import TierMover
-from .units import Record
+from .records import Record
 
 
 class Tracker:

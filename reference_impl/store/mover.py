@@ -15,11 +15,11 @@ from typing import Any
 from . import serialize
 from .disk import SpillDir, SpillFile
 from .errors import SpillWarning
-from .groups import Unit, UnitIndex
-from .lru import DEVICE, HOST, Recency
+from .index import UnitIndex
 from .proxy import _Detail, _get_detail
+from .recency import DEVICE, HOST, Recency
+from .records import Entry, Record, Unit
 from .serialize import Payload
-from .units import Entry, Record
 
 OVERSIZED = object()
 """Returned by :meth:`TierMover.bring_to_device` for a group larger than the limit."""
