@@ -195,8 +195,8 @@ def register_sim() -> None:
             return int(x.nbytes)
 
         # The "dask" family serializers are the reference's own (one definition,
-        # reference_impl/device/sim_comms.py); already registered by the first
-        # SimDevice, called here for clarity (idempotent).
+        # reference_impl/device/sim_comms.py): the sim device's alone, not the
+        # reference store's (reference_impl.register() would install those too).
         register_dask_serializers()
 
         _registered = True

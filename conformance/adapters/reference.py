@@ -42,6 +42,7 @@ class ReferenceAdapter:
     def __init__(self) -> None:
         import reference_impl
 
+        reference_impl.register()  # the reference's serializers, in the process judging it
         self.version = getattr(reference_impl, "__version__", "unknown")
         self._cls = reference_impl.ProxifyHostFile
 

@@ -1,11 +1,16 @@
-"""The device layer: one protocol, a simulated GPU for CPU CI and a CuPy/RMM GPU."""
+"""The device layer: one protocol, a simulated GPU for CPU CI and a CuPy/RMM GPU.
+
+Importing it imports nothing above it and registers nothing with dask: that is
+``reference_impl.register()``'s job.
+"""
 
 from __future__ import annotations
 
-from .cuda import CudaDevice, cuda_available
+from . import defaults
+from .cuda import CudaDevice, cuda_available, default_cuda_device
 from .errors import DeviceOutOfMemoryError, DeviceUnavailableError
 from .protocol import Device
-from .sim import SimArray, SimDevice, default_sim_device
+from .sim import SimArray, SimDevice, default_sim_device, sim_device_for
 from .sizes import format_bytes, parse_bytes
 
 __all__ = [
@@ -16,16 +21,18 @@ __all__ = [
     "SimArray",
     "SimDevice",
     "cuda_available",
+    "default_cuda_device",
     "default_device",
     "default_sim_device",
+    "device_for",
     "format_bytes",
     "get_device",
     "parse_bytes",
     "set_default_device",
+    "sim_device_for",
 ]
 
 _KINDS = ("auto", "sim", "cuda")
-_default: Device | None = None
 
 
 def set_default_device(device: Device | None) -> Device | None:
@@ -34,21 +41,23 @@ def set_default_device(device: Device | None) -> Device | None:
     A dask worker (one per process) sets its own device here, so code in its
     tasks that asks for ``get_device("auto")`` allocates where the worker's store
     spills, and sim arrays or tables arriving from other processes land on it
-    (it becomes :func:`default_sim_device`). ``None`` restores the old behaviour.
+    (it becomes :func:`default_sim_device`, or :func:`default_cuda_device`).
+    ``None`` restores the old behaviour.
     """
-    global _default
-    from .sim import _set_default_sim_device
-
     if device is not None and not isinstance(device, Device):
         raise TypeError(f"expected a Device or None, got {type(device).__name__}")
-    previous, _default = _default, device
-    _set_default_sim_device(device if getattr(device, "kind", None) == "sim" else None)
-    return previous
+    return defaults.set_default_device(device)
 
 
 def default_device() -> Device | None:
     """The device set by :func:`set_default_device`, or None."""
-    return _default
+    return defaults.default_device()
+
+
+def device_for(kind: str, token: str | None = None) -> Device:
+    """Where data from another process lands: the sim device named by ``token`` if it
+    lives here, else this process's device of ``kind`` (``"sim"`` or ``"cuda"``)."""
+    return sim_device_for(token) if kind == "sim" else default_cuda_device()
 
 
 def get_device(kind: str = "auto", capacity: int | str | None = None) -> Device:
@@ -62,12 +71,13 @@ def get_device(kind: str = "auto", capacity: int | str | None = None) -> Device:
     """
     if kind not in _KINDS:
         raise ValueError(f"unknown device kind {kind!r}; expected one of {', '.join(_KINDS)}")
+    chosen = defaults.default_device()
     if (
         capacity is None
-        and _default is not None
-        and (kind == "auto" or (kind == "cuda" and _default.kind == "cuda"))
+        and chosen is not None
+        and (kind == "auto" or (kind == "cuda" and chosen.kind == "cuda"))
     ):
-        return _default
+        return chosen
     if kind == "auto":
         kind = "cuda" if cuda_available() else "sim"
     if kind == "cuda":

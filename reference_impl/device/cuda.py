@@ -11,6 +11,7 @@ import threading
 import weakref
 from typing import Any
 
+from . import defaults
 from .common import TransferCounters, check_dtype, check_shape
 from .errors import DeviceOutOfMemoryError, DeviceUnavailableError
 from .ledger import MAX_OOM_RETRIES
@@ -241,3 +242,10 @@ class CudaDevice(TransferCounters):
 
     def remove_oom_handler(self, handler: OomHandler) -> None:
         self._oom.remove(handler)
+
+
+def default_cuda_device() -> CudaDevice:
+    """This process's GPU device: the one set with ``set_default_device`` if it is a
+    CudaDevice, else one made on first use (the whole GPU): where a CUDA table from
+    another process lands, so one process drives one GPU through one accounting stack."""
+    return defaults.process_device("cuda", CudaDevice)

@@ -18,18 +18,16 @@ from typing import Any
 
 import numpy as np
 
+from . import defaults
 from .common import TransferCounters, check_dtype, check_shape
 from .ledger import ByteLedger
 from .oom import OomHandler
-from .sim_comms import register_dask_serializers
 from .sizes import parse_bytes
 
 DEFAULT_SIM_CAPACITY = "16 GiB"
 _CAPACITY_ENV = "PROXIFY_SIM_CAPACITY"
 
 _devices: weakref.WeakValueDictionary[str, SimDevice] = weakref.WeakValueDictionary()
-_default_device: SimDevice | None = None
-_default_lock = threading.Lock()
 # Set while wrapping a numpy result, so the new SimArray knows its device.
 _wrapping = threading.local()
 
@@ -84,8 +82,7 @@ def _rebuild_sim_array(device_token: str, host: np.ndarray, dtype: str | None = 
     """
     if dtype is not None and host.dtype.str != dtype:
         host = host.astype(np.dtype(dtype), order="K")  # same values, byte order restored
-    device = _devices.get(device_token) or default_sim_device()
-    return device.asarray(host)
+    return sim_device_for(device_token).asarray(host)
 
 
 class SimArray(np.ndarray):
@@ -156,7 +153,6 @@ class SimDevice(TransferCounters):
         self._ids = itertools.count(1)
         super().__init__()
         _devices[self.token] = self
-        register_dask_serializers()
 
     def __repr__(self) -> str:
         return (
@@ -276,24 +272,17 @@ class SimDevice(TransferCounters):
         self._ledger.release(alloc.nbytes)
 
 
-_chosen_device: SimDevice | None = None
-
-
-def _set_default_sim_device(device: SimDevice | None) -> None:
-    """Set by ``reference_impl.device.set_default_device``; None forgets it."""
-    global _chosen_device
-    with _default_lock:
-        _chosen_device = device
+def _make_default() -> SimDevice:
+    return SimDevice(os.environ.get(_CAPACITY_ENV, DEFAULT_SIM_CAPACITY), name="sim:default")
 
 
 def default_sim_device() -> SimDevice:
-    """This process's default sim device: the one set with ``set_default_device``,
-    else one made on first use (capacity from ``$PROXIFY_SIM_CAPACITY``)."""
-    global _default_device
-    with _default_lock:
-        if _chosen_device is not None:
-            return _chosen_device
-        if _default_device is None:
-            capacity = os.environ.get(_CAPACITY_ENV, DEFAULT_SIM_CAPACITY)
-            _default_device = SimDevice(capacity, name="sim:default")
-        return _default_device
+    """This process's sim device: the one set with ``set_default_device`` if it is a sim
+    device, else one made on first use (capacity from ``$PROXIFY_SIM_CAPACITY``)."""
+    return defaults.process_device("sim", _make_default)
+
+
+def sim_device_for(token: str | None) -> SimDevice:
+    """The sim device named by ``token`` if it lives in this process, else the default:
+    where a sim array or table from another process lands."""
+    return (_devices.get(token) if token else None) or default_sim_device()

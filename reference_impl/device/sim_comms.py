@@ -2,7 +2,7 @@
 
 Without this, distributed serializes a SimArray with the plain ndarray
 serializer (found through the MRO) and it comes back as host memory, off the
-ledger. Registered once, on the first SimDevice, so the import stays cheap.
+ledger. Registered by ``reference_impl.register()`` (importing registers nothing).
 
 This is the only place the SimArray serializers are defined: the reference
 store, distributed's workers and the dask-cuda conformance adapter (whose
@@ -12,6 +12,7 @@ spills go through the "dask" family) all use it.
 from __future__ import annotations
 
 from .common import once
+from .sim import SimArray, sim_device_for
 
 
 @once
@@ -21,7 +22,7 @@ def register_dask_serializers() -> None:
     A frame is a d2h copy (``device.to_host``, counted by the device); the
     header names the device by its token, and deserializing allocates on that
     device again (``device.asarray``, through the ledger and its OOM handlers),
-    or on this process's default sim device when the token is unknown here.
+    or on this process's sim device when the token is unknown here.
     A detached SimArray (no device) travels and comes back as a plain ndarray.
     """
     try:
@@ -34,8 +35,6 @@ def register_dask_serializers() -> None:
         return
 
     import numpy as np
-
-    from .sim import SimArray, _devices, default_sim_device
 
     @dask_serialize.register(SimArray)
     def _serialize_sim_array(arr: SimArray):
@@ -52,5 +51,4 @@ def register_dask_serializers() -> None:
         token = header["device_token"]
         if token is None:
             return host
-        device = _devices.get(token) or default_sim_device()
-        return device.asarray(host)
+        return sim_device_for(token).asarray(host)

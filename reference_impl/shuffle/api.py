@@ -15,6 +15,8 @@ from typing import Any
 import distributed
 from distributed import Client, Future
 
+from reference_impl.registration import register
+
 from . import plan as planning
 from .barrier import barrier
 from .coordinator import REGISTER_OP, ShuffleSchedulerPlugin
@@ -49,7 +51,13 @@ def _has_extension(dask_worker: distributed.Worker) -> bool:
 
 
 def _ensure_plugins(client: Client) -> list[str]:
-    """Workers able to take part (those with the extension; it is installed where missing)."""
+    """Workers able to take part (those with the extension; it is installed where missing).
+
+    The client and every worker register the reference's serializers first: Tables and
+    HostShards cross the comms.
+    """
+    register()
+    client.run(register)
     client.register_plugin(ShuffleSchedulerPlugin())
     found = client.run(_has_extension)
     if not all(found.values()):

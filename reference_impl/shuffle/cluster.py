@@ -18,6 +18,7 @@ import distributed
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from reference_impl.device import Device, get_device, parse_bytes, set_default_device
+from reference_impl.registration import register
 from reference_impl.store import ProxifyHostFile
 
 DEFAULT_DEVICE_FRACTION = 0.8  # of the device's capacity, like dask-cuda's "default"
@@ -49,8 +50,10 @@ def make_worker_store(
     """A worker's ``data``: a ProxifyHostFile on a device made in the worker process.
 
     Passed to dask as ``data=(make_worker_store, kwargs)``, so the device is built
-    where it is used (a device does not pickle), and made the process default.
+    where it is used (a device does not pickle), and made the process default. The
+    reference's serializers are registered in the worker process first.
     """
+    register()
     dev = make_device(device, device_capacity)
     set_default_device(dev)
     return ProxifyHostFile(
@@ -93,6 +96,7 @@ class DeviceWorkerPlugin(WorkerPlugin):
     def setup(self, worker: distributed.Worker) -> None:
         from .plugin import install_extension
 
+        register()
         store = worker.data
         if not isinstance(store, ProxifyHostFile):
             old = store
@@ -161,6 +165,7 @@ class LocalDeviceCluster(distributed.LocalCluster):
         kwargs.setdefault("worker_dashboard_address", None)
         from .plugin import ShuffleWorkerPlugin
 
+        register()  # this (the client's) process receives Tables too
         super().__init__(
             n_workers=n_workers,
             threads_per_worker=threads_per_worker,

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import click
 
+from reference_impl.registration import register
+
 from .cluster import DeviceWorkerPlugin
 from .plugin import ShuffleWorkerPlugin
 
@@ -22,6 +24,7 @@ from .plugin import ShuffleWorkerPlugin
 async def dask_setup(
     worker, device, device_capacity, device_memory_limit, memory_limit
 ) -> None:
+    register()  # before the worker receives anything (DeviceWorkerPlugin registers too)
     limit = device_memory_limit
     if limit is not None and limit.replace(".", "", 1).isdigit() and "." in limit:
         limit = float(limit)  # a fraction of the capacity

@@ -20,6 +20,7 @@ import distributed
 from distributed.protocol import serialize
 from distributed.protocol.serialize import dask_deserialize, dask_serialize
 
+from reference_impl.device.common import once
 from reference_impl.store.proxy import unwrap
 from reference_impl.table import Table
 from reference_impl.table.partition import partition_table
@@ -63,7 +64,6 @@ class HostShards:
         yield from zip(self.outputs, self.headers, self.frames, strict=True)
 
 
-@dask_serialize.register(HostShards)
 def _serialize_shards(batch: HostShards) -> tuple[dict, list[Any]]:
     header = {
         "outputs": batch.outputs,
@@ -73,13 +73,19 @@ def _serialize_shards(batch: HostShards) -> tuple[dict, list[Any]]:
     return header, [f for fr in batch.frames for f in fr]
 
 
-@dask_deserialize.register(HostShards)
 def _deserialize_shards(header: dict, frames: list[Any]) -> HostShards:
     out, at = [], 0
     for n in header["counts"]:
         out.append(list(frames[at : at + n]))
         at += n
     return HostShards(header["outputs"], header["headers"], out)
+
+
+@once
+def register_dask_serializers() -> None:
+    """Called by ``reference_impl.register()``: HostShards cross the comms as their frames."""
+    dask_serialize.register(HostShards)(_serialize_shards)
+    dask_deserialize.register(HostShards)(_deserialize_shards)
 
 
 def chunk_rows(table: Table, limit: int | None) -> int:

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from .comms import register_dask_serializers
 from .dispatch import ArrayType, DeviceType, register_device_type
 from .errors import SpillDirectoryError, SpillIntegrityError, SpillWarning, StoreClosedError
 from .hostfile import ProxifyHostFile
 from .proxy import ProxyObject
 from .snapshot import StoreSnapshot
-
-register_dask_serializers()
 
 __all__ = [
     "ArrayType",

@@ -1,22 +1,25 @@
-"""Arrow (and, through Arrow, pandas) interchange on pyarrow's buffers.
+"""Arrow interchange on pyarrow's buffers: device columns in, Arrow out.
 
 Every column is read straight from its Arrow buffers with numpy (bitmaps
 unpacked with ``np.unpackbits``, offsets rebased with one subtraction): no
 Python loop runs over rows, and each buffer crosses to the device in one copy.
 All columns are read and checked on the host before the first device
-allocation, so an unsupported type leaves the ledger untouched.
+allocation, so an unsupported type leaves the ledger untouched. It builds columns,
+never a Table (``table.py`` imports this module, not the reverse).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
 from .column import Column
 from .dtypes import check_arrow_type, is_string, offsets_dtype, storage_dtype
-from .table import Table
+
+if TYPE_CHECKING:
+    from .table import Table
 
 
 def _unpack_bits(buf: pa.Buffer, offset: int, n: int) -> np.ndarray:
@@ -67,8 +70,11 @@ def _one_array(col: pa.ChunkedArray | pa.Array) -> pa.Array:
     return col
 
 
-def from_arrow(data: pa.Table | pa.RecordBatch, device: Any) -> Table:
-    """Copy ``data`` onto ``device``: exact values, nulls, schema and metadata."""
+def columns_from_arrow(
+    data: pa.Table | pa.RecordBatch, device: Any
+) -> tuple[dict[str, Column], int, dict[bytes, bytes] | None]:
+    """Copy ``data`` onto ``device``: ``(columns, num_rows, metadata)``, exact values,
+    nulls, schema and metadata."""
     if not isinstance(data, (pa.Table, pa.RecordBatch)):
         raise TypeError(
             f"from_arrow expects a pyarrow Table or RecordBatch, got {type(data).__name__}"
@@ -93,7 +99,7 @@ def from_arrow(data: pa.Table | pa.RecordBatch, device: Any) -> Table:
             field.nullable,
         )
     metadata = dict(schema.metadata) if schema.metadata else None
-    return Table._trusted(device, columns, data.num_rows, metadata)
+    return columns, data.num_rows, metadata
 
 
 def _to_arrow_array(col: Column, n: int) -> pa.Array:
@@ -126,8 +132,3 @@ def to_arrow(table: Table) -> pa.Table:
     n = table.num_rows
     arrays = [_to_arrow_array(c, n) for c in table.columns]
     return pa.Table.from_arrays(arrays, schema=table.schema)
-
-
-def from_pandas(df: Any, device: Any, *, preserve_index: bool | None = None) -> Table:
-    """``pa.Table.from_pandas`` then :func:`from_arrow` (pandas metadata is kept)."""
-    return from_arrow(pa.Table.from_pandas(df, preserve_index=preserve_index), device)

@@ -5,7 +5,8 @@ device) and rebuilds the table on the receiving process's device: the same sim
 device when it lives in that process, else its default sim device (as
 SimArray does, ``reference_impl/device/sim_comms.py``). The ``cuda`` family,
 used by comms that move device memory (UCX), carries the CuPy buffers
-themselves and rebuilds around them without a host copy.
+themselves and rebuilds around them without a host copy. dask's ``sizeof`` answers
+with the device bytes. Registered by ``reference_impl.register()``, never on import.
 """
 
 from __future__ import annotations
@@ -16,18 +17,19 @@ import numpy as np
 
 from reference_impl.device.common import once
 
+from .frames import device_for, encode, encode_header
+from .table import Table
+
 
 @once
-def register_dask_serializers() -> None:
-    """Idempotent; a no-op where distributed is not installed."""
+def register_dask_hooks() -> None:
+    """Idempotent: ``sizeof`` always, the serializers where distributed is installed."""
+    _register_sizeof()
     try:
         from distributed.protocol.cuda import cuda_deserialize, cuda_serialize
         from distributed.protocol.serialize import dask_deserialize, dask_serialize
     except ImportError:
         return
-
-    from .frames import decode, device_for, encode
-    from .table import Table
 
     @dask_serialize.register(Table)
     def _serialize_table(table: Table) -> tuple[dict[str, Any], list[Any]]:
@@ -36,7 +38,7 @@ def register_dask_serializers() -> None:
 
     @dask_deserialize.register(Table)
     def _deserialize_table(header: dict[str, Any], frames: list[Any]) -> Table:
-        return decode(header, frames, device_for(header["device"]))
+        return Table._from_frames(header, frames, device_for(header["device"]))
 
     @cuda_serialize.register(Table)
     def _cuda_serialize_table(table: Table) -> tuple[dict[str, Any], list[Any]]:
@@ -51,13 +53,11 @@ def register_dask_serializers() -> None:
         return _from_device_frames(header, frames, device_for(header["device"]))
 
 
-def _device_frames(table: Any) -> tuple[dict[str, Any], list[Any]]:
+def _device_frames(table: Table) -> tuple[dict[str, Any], list[Any]]:
     """Header as :func:`frames.encode`'s, frames the (uint8-viewed) CuPy buffers.
 
     String columns are compacted on the device first (a slice's chars only).
     """
-    from .frames import encode_header
-
     frames: list[Any] = []
     for col in table.columns:
         if col.offsets is None:
@@ -71,23 +71,16 @@ def _device_frames(table: Any) -> tuple[dict[str, Any], list[Any]]:
     return encode_header(table), frames
 
 
-def _from_device_frames(header: dict[str, Any], frames: list[Any], device: Any) -> Any:
+def _from_device_frames(header: dict[str, Any], frames: list[Any], device: Any) -> Table:
     import cupy
 
-    from .frames import decode_with
-
-    return decode_with(header, frames, device, lambda f: cupy.asarray(f).view(np.uint8))
+    return Table._from_frames(header, frames, device, lambda f: cupy.asarray(f).view(np.uint8))
 
 
 def _register_sizeof() -> None:
     """dask asks every task output's size: a Table answers with its device bytes."""
     from dask.sizeof import sizeof
 
-    from .table import Table
-
     @sizeof.register(Table)
     def _sizeof_table(table: Table) -> int:
         return table.nbytes
-
-
-_register_sizeof()

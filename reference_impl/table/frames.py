@@ -7,20 +7,25 @@ protocol 5 then keeps it out of band, with no further copy. The header is
 msgpack-safe (str, int, bool, bytes, lists), as distributed requires.
 
 Sliced string columns are compacted on the way out: only the chars in use are
-copied, and the host offsets are rebased to start at 0.
+copied, and the host offsets are rebased to start at 0. Decoding gives columns and
+plain data, never a Table: ``table.py`` imports this module, not the reverse.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
+from reference_impl.device import device_for as _landing_device
+
 from .column import Column
 from .dtypes import is_string, offsets_dtype, storage_dtype
-from .table import Table
+
+if TYPE_CHECKING:
+    from .table import Table
 
 _PLAIN = {
     str(t): t
@@ -107,17 +112,15 @@ def encode(table: Table) -> tuple[dict[str, Any], list[np.ndarray]]:
     return encode_header(table), frames
 
 
-def decode(header: dict[str, Any], frames: list[Any], device: Any) -> Table:
-    """Rebuild on ``device`` (one h2d copy per host frame, through the ledger)."""
-    return decode_with(
-        header, frames, device, lambda f: device.asarray(np.frombuffer(f, dtype=np.uint8))
-    )
+def decode_columns(
+    header: dict[str, Any], frames: list[Any], device: Any, upload: Callable[[Any], Any] | None = None
+) -> tuple[dict[str, Column], int, dict[bytes, bytes] | None]:
+    """``(columns, num_rows, metadata)`` rebuilt on ``device`` from frames, each made a uint8
+    device array by ``upload`` (default: one h2d copy per host frame, through the ledger)."""
+    if upload is None:
+        def upload(f: Any) -> Any:
+            return device.asarray(np.frombuffer(f, dtype=np.uint8))
 
-
-def decode_with(
-    header: dict[str, Any], frames: list[Any], device: Any, upload: Callable[[Any], Any]
-) -> Table:
-    """Rebuild from frames, each made a uint8 device array by ``upload``."""
     it = iter(frames)
     cols: dict[str, Column] = {}
     for name, spec, nullable, has_valid in header["columns"]:
@@ -127,34 +130,10 @@ def decode_with(
         valid = upload(next(it)).view(np.bool_) if has_valid else None
         cols[name] = Column._trusted(device, type_, data, valid, offsets, nullable)
     metadata = {bytes(k): bytes(v) for k, v in header["metadata"]} or None
-    return Table._trusted(device, cols, int(header["num_rows"]), metadata)
-
-
-# --- which device a table lands on in another process -------------------------------
-_cuda_device: Any = None
+    return cols, int(header["num_rows"]), metadata
 
 
 def device_for(spec: dict[str, Any]) -> Any:
     """The device named by a header: the same sim device if it lives in this
-    process, else this process's default sim device; for CUDA, this process's."""
-    global _cuda_device
-    if spec["kind"] == "sim":
-        from reference_impl.device.sim import _devices, default_sim_device
-
-        return _devices.get(spec["token"]) or default_sim_device()
-    if _cuda_device is None:
-        from reference_impl.device import get_device
-
-        _cuda_device = get_device("cuda")
-    return _cuda_device
-
-
-# --- pickling -------------------------------------------------------------------------
-def _rebuild_table(header: dict[str, Any], frames: list[Any]) -> Table:
-    return decode(header, frames, device_for(header["device"]))
-
-
-def reduce_table(table: Table) -> tuple[Any, tuple[Any, ...]]:
-    """``Table.__reduce__``: host frames that pickle 5 keeps out of band."""
-    header, frames = encode(table)
-    return _rebuild_table, (header, frames)
+    process, else this process's sim device; for CUDA, this process's GPU device."""
+    return _landing_device(spec["kind"], spec.get("token"))

@@ -1,4 +1,4 @@
-"""cuDF interchange, imported only when used (cuDF is an optional GPU package).
+"""cuDF interchange; cuDF itself is imported only when used (an optional GPU package).
 
 Fixed-width columns cross zero-copy through ``__cuda_array_interface__``:
 the Table's CuPy array and the cuDF column share device memory (cuDF keeps
@@ -10,14 +10,17 @@ releases.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
+from .arrow import columns_from_arrow
 from .column import Column
 from .dtypes import arrow_type_of, check_arrow_type
-from .table import Table
+
+if TYPE_CHECKING:
+    from .table import Table
 
 
 def _import_cudf() -> Any:
@@ -35,8 +38,8 @@ def _check_cuda(device: Any) -> None:
         raise TypeError(f"cuDF columns live on a CUDA device, not on {device!r}")
 
 
-def from_cudf(df: Any, device: Any) -> Table:
-    """A cuDF DataFrame as a Table on ``device`` (a CudaDevice)."""
+def columns_from_cudf(df: Any, device: Any) -> tuple[dict[str, Column], int]:
+    """A cuDF DataFrame's columns on ``device`` (a CudaDevice): ``(columns, num_rows)``."""
     cudf = _import_cudf()
     _check_cuda(device)
     if not isinstance(df, cudf.DataFrame):
@@ -58,8 +61,8 @@ def from_cudf(df: Any, device: Any) -> Table:
         series, type_ = df[name], types[name]
         if pa.types.is_string(type_):
             host = series.to_arrow()
-            sub = Table.from_arrow(pa.table({str(name): host}), device)
-            cols[str(name)] = sub.column(str(name))
+            sub, _, _ = columns_from_arrow(pa.table({str(name): host}), device)
+            cols[str(name)] = sub[str(name)]
             continue
         n = len(series)
         data = (
@@ -70,7 +73,7 @@ def from_cudf(df: Any, device: Any) -> Table:
             bits = cupy.asarray(series.nullmask).view(np.uint8)
             valid = cupy.unpackbits(bits, bitorder="little")[:n].astype(np.bool_)
         cols[str(name)] = Column._trusted(device, type_, data, valid, None, True)
-    return Table._trusted(device, cols, len(df), None)
+    return cols, len(df)
 
 
 def to_cudf(table: Table) -> Any:

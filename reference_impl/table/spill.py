@@ -13,7 +13,7 @@ from reference_impl.store.dispatch import register_device_type
 from reference_impl.store.serialize import Payload
 
 from . import devops
-from .frames import decode, device_for, device_header, encode
+from .frames import device_for, device_header, encode
 from .table import Table
 
 
@@ -35,7 +35,7 @@ class TableType:
 
     def to_device(self, payload: Payload, device: Any) -> Table:
         header, frames = serialize.loads(payload)
-        return decode(header, frames, device)
+        return Table._from_frames(header, frames, device)
 
     def metadata(self, obj: Table) -> dict[str, Any]:
         return {

@@ -13,7 +13,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from . import devops, ops
+from . import devops, frames, ops
+from .arrow import columns_from_arrow
+from .arrow import to_arrow as _to_arrow
 from .column import Column
 from .errors import ColumnNotFoundError, SchemaMismatchError
 
@@ -237,26 +239,21 @@ class Table:
         rows = sum(t._num_rows for t in tables)
         return Table._trusted(first._device, cols, rows, first._metadata)
 
-    # --- interchange (implemented in arrow.py and interop_cudf.py) -------------------------------
+    # --- interchange (arrow.py, interop_cudf.py and frames.py build the columns) -------------
     @classmethod
     def from_arrow(cls, data: pa.Table | pa.RecordBatch, device: Any) -> Table:
         """Copy an Arrow table or record batch onto ``device`` (exact round trip)."""
-        from .arrow import from_arrow
-
-        return from_arrow(data, device)
+        cols, num_rows, metadata = columns_from_arrow(data, device)
+        return cls._trusted(device, cols, num_rows, metadata)
 
     def to_arrow(self) -> pa.Table:
         """Copy to a host Arrow table (d2h)."""
-        from .arrow import to_arrow
-
-        return to_arrow(self)
+        return _to_arrow(self)
 
     @classmethod
     def from_pandas(cls, df: Any, device: Any, *, preserve_index: bool | None = None) -> Table:
         """Through Arrow: ``pa.Table.from_pandas(df, preserve_index=...)``."""
-        from .arrow import from_pandas
-
-        return from_pandas(df, device, preserve_index=preserve_index)
+        return cls.from_arrow(pa.Table.from_pandas(df, preserve_index=preserve_index), device)
 
     def to_pandas(self, **kwargs: Any) -> Any:
         """Through Arrow: ``self.to_arrow().to_pandas(**kwargs)``."""
@@ -265,19 +262,32 @@ class Table:
     @classmethod
     def from_cudf(cls, df: Any, device: Any) -> Table:
         """A cuDF DataFrame's columns, zero-copy where cuDF's layout allows it."""
-        from .interop_cudf import from_cudf
+        from .interop_cudf import columns_from_cudf  # cuDF-only code, loaded when used
 
-        return from_cudf(df, device)
+        cols, num_rows = columns_from_cudf(df, device)
+        return cls._trusted(device, cols, num_rows, None)
 
     def to_cudf(self) -> Any:
         from .interop_cudf import to_cudf
 
         return to_cudf(self)
 
-    def __reduce__(self):
-        from .frames import reduce_table
+    @classmethod
+    def _from_frames(
+        cls, header: dict[str, Any], frames_: list[Any], device: Any, upload: Any = None
+    ) -> Table:
+        """Rebuild from :func:`frames.encode`'s ``(header, frames)`` on ``device``."""
+        cols, num_rows, metadata = frames.decode_columns(header, frames_, device, upload)
+        return cls._trusted(device, cols, num_rows, metadata)
 
-        return reduce_table(self)
+    def __reduce__(self):
+        """Host frames (d2h copies) that pickle 5 keeps out of band."""
+        return _rebuild_table, frames.encode(self)
+
+
+def _rebuild_table(header: dict[str, Any], frames_: list[Any]) -> Table:
+    """Unpickle onto the device the header names, or this process's own."""
+    return Table._from_frames(header, frames_, frames.device_for(header["device"]))
 
 
 def _describe(t: Table) -> str:
