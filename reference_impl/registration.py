@@ -37,17 +37,19 @@ def register() -> None:
 
     The store learns that a Table is one device object; dask's serialization learns to
     keep SimArrays, Tables and ProxyObjects on (or off) their devices across comms, and
-    the shuffle's HostShards; dask's ``sizeof`` learns a Table's device bytes.
+    the shuffle's HostShards; dask's ``sizeof`` learns a Table's and a proxy's device bytes.
     """
     from .device.sim_comms import register_dask_serializers as sim_arrays
     from .shuffle.transfer import register_dask_serializers as host_shards
     from .store.comms import register_dask_serializers as proxies
+    from .store.proxy import register_sizeof as proxy_sizes
     from .table.comms import register_dask_hooks as tables
     from .table.spill import register as tables_in_stores
 
     tables_in_stores()
     sim_arrays()
     proxies()
+    proxy_sizes()
     tables()
     host_shards()
 

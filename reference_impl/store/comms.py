@@ -13,8 +13,8 @@ Where it lands decides what it becomes:
   several fetched values at once would land outside the store's room.
 - Anywhere else, a client in particular, it becomes the device object the task returned.
 
-Registered when the store package is imported, which unpickling a ProxyObject type always
-does first.
+Registered by ``reference_impl.register()``, or lazily on the first dispatch of a reference
+type (see ``reference_impl/registration.py``).
 """
 
 from __future__ import annotations
@@ -24,24 +24,23 @@ from typing import Any
 
 from reference_impl.device.common import once
 
-from .proxy import ProxyObject, _get_detail, _rebuild_proxy, _use_unmanaged
+from .disk import SpillFile
+from .proxy import ProxyObject, ProxyState, _rebuild_proxy, state_of, use_unmanaged
 from .serialize import Payload
 
 
-def _host_payload(proxy: ProxyObject) -> tuple[Any, Payload]:
-    """The proxy's detail and its host frames, without unspilling it."""
-    detail = _get_detail(proxy)
-    store = detail.store()
-    state = store._pickle_state(detail) if store is not None else (
-        detail.obj if detail.obj is not None else detail.payload
-    )
-    if state is None:
+def _host_payload(proxy: ProxyObject) -> tuple[ProxyState, Payload]:
+    """The proxy's state and its host frames, without unspilling it."""
+    pxy = state_of(proxy)
+    manager = pxy.manager()
+    state = manager.proxy_host_state(pxy) if manager is not None else pxy.held
+    if state is None or type(state) is SpillFile:
         from .errors import StoreClosedError
 
         raise StoreClosedError("cannot send a proxy whose spilled data was removed")
     if not isinstance(state, Payload):
-        state = detail.handler.to_host(state, detail.device)  # a d2h copy, no device bytes
-    return detail, state
+        state = pxy.handler.to_host(state, pxy.device)  # a d2h copy, no device bytes
+    return pxy, state
 
 
 def lands_in_a_store() -> bool:
@@ -69,8 +68,8 @@ def register_dask_serializers() -> None:
 
     @dask_serialize.register(ProxyObject)
     def _serialize_proxy(proxy: ProxyObject) -> tuple[dict[str, Any], list[Any]]:
-        detail, payload = _host_payload(proxy)
-        head = pickle.dumps((detail.type_, detail.meta, detail.handler, payload.header), protocol=5)
+        pxy, payload = _host_payload(proxy)
+        head = pickle.dumps((pxy.type_, pxy.meta, pxy.handler, payload.header), protocol=5)
         return {"proxy": 1}, [head, *payload.frames]
 
     @dask_deserialize.register(ProxyObject)
@@ -80,4 +79,4 @@ def register_dask_serializers() -> None:
         proxy = _rebuild_proxy(payload, meta, type_, handler)
         if lands_in_a_store():
             return proxy
-        return _use_unmanaged(_get_detail(proxy))
+        return use_unmanaged(state_of(proxy))

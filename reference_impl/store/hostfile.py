@@ -5,12 +5,14 @@ per object). Eviction is strict LRU over *units* (a key's whole value, or one
 external proxy), grouped with every unit sharing a proxy or a base allocation,
 so a key is always in exactly one tier and spilling really frees device bytes.
 
-This module is the thin MutableMapping facade: it takes the lock and calls
-:mod:`.index` (units and alias groups), :mod:`.recency` (recency and pins),
-:mod:`.mover` (moves and accounting) and :mod:`.tracker` (proxies).
+This module is the MutableMapping facade and the proxies' manager
+(:class:`~.proxy.ProxyManager`): it takes the lock and calls :mod:`.index` (keys,
+allocations and alias groups), :mod:`.recency` (recency and pins), :mod:`.mover`
+(placement and moves), :mod:`.accounting` (the byte totals) and :mod:`.tracker`
+(proxies). Each piece of state has one owner among them.
 
-Locking: one RLock per store. Finalizers (dead proxies) only append to a
-deque that the next locked call drains, so no finalizer ever takes a lock.
+Locking: one RLock per store (:func:`.locking.locked`). Finalizers (dead proxies) only
+append to a deque that the next locked call drains, so no finalizer ever takes a lock.
 """
 
 from __future__ import annotations
@@ -26,11 +28,13 @@ from dask.sizeof import sizeof
 
 from reference_impl.device import Device, get_device, parse_bytes
 
-from .disk import SpillDir, make_spill_dir
+from .accounting import Accounting
+from .disk import SpillDir, SpillFile, make_spill_dir
 from .errors import StoreClosedError
 from .index import UnitIndex
+from .locking import locked
 from .mover import OVERSIZED, TierMover
-from .proxy import ProxyObject, _Detail, _get_detail, _use_unmanaged
+from .proxy import ProxyState, state_of, use_unmanaged
 from .recency import DEVICE, Recency
 from .records import Entry, Record, Unit
 from .snapshot import StoreSnapshot
@@ -101,7 +105,8 @@ class ProxifyHostFile(MutableMapping):
         base = local_directory if local_directory is not None else worker_local_directory
         self.spill_dir = make_spill_dir(base)
         self._lock = threading.RLock()
-        self._index = UnitIndex()
+        self._accounting = Accounting()
+        self._index = UnitIndex(self._accounting)
         self._finalizer = weakref.finalize(self, _finalize_store, self.spill_dir, self._index)
         self._entries = self._index.entries
         self._records = self._index.records
@@ -141,14 +146,20 @@ class ProxifyHostFile(MutableMapping):
     def memory_limit(self, value: int | None) -> None:
         self._tiers.memory_limit = value
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def __repr__(self) -> str:
-        t = self._tiers
+        a = self._accounting
         return (
-            f"<ProxifyHostFile keys={len(self._entries)} device={self._index.device_bytes:,}/"
-            f"{self.device_memory_limit:,} host={t.host_bytes:,} disk={t.disk_bytes:,}>"
+            f"<ProxifyHostFile keys={len(self._entries)} device={a.device_bytes:,}/"
+            f"{self.device_memory_limit:,} host={a.host_bytes:,} disk={a.disk_bytes:,}>"
         )
 
     # --- MutableMapping ------------------------------------------------------
+    # The hot paths (set, get, pop, a proxy's use) spell the lock's preamble out: the
+    # decorator's frame would cost them a measurable share (docs/benchmarks.md).
     def __setitem__(self, key: Hashable, value: Any) -> None:
         try:
             hash(key)
@@ -168,23 +179,12 @@ class ProxifyHostFile(MutableMapping):
             # a host value is sized deeply, not as its outer object.
             host = leaves[0] if pids else max(leaves[0], sizeof(value))  # with container overhead
             entry = Entry(key, structure, pids, host)
-            self._entries[key] = entry
-            tiers = self._tiers
-            if not pids:  # a host value; a device value's small host leaves ride with it
-                tiers.host_bytes += entry.leaf_nbytes
-            records = self._records
-            for pid in pids:
-                rec = records[pid]
-                if rec.holders is None:  # an external until now (or new)
-                    if rec.lru:
-                        self._recency.remove(rec)
-                    rec.holders = entry
-                else:
-                    self._index.add_key(rec, entry)
-            if len(pids) == 1:
-                entry.rec = rec
+            queued = self._index.add_entry(entry)
+            if queued:  # externals until now: a key holds them, so they leave the queues
+                for rec in queued:
+                    self._recency.remove(rec)
             del structure, value
-            tiers.admit_one(entry)
+            self._tiers.admit_new(entry)
             if self._inbox:
                 self._tracker.drain()
 
@@ -227,14 +227,11 @@ class ProxifyHostFile(MutableMapping):
             self._tracker.drain()
             return value
 
+    @locked(check=lambda key: _check_key(key))
     def __delitem__(self, key: Hashable) -> None:
-        _check_key(key)
-        with self._lock:
-            self._enter()
-            if key not in self._entries:
-                raise KeyError(key)
-            self._remove_entry(key)
-            self._tracker.drain()
+        if key not in self._entries:
+            raise KeyError(key)
+        self._remove_entry(key)
 
     # The mixin versions read, then delete, in two calls: another thread could delete
     # the key in between. Under the (reentrant) store lock each is one step.
@@ -271,13 +268,11 @@ class ProxifyHostFile(MutableMapping):
         with self._lock:
             return super().setdefault(key, default)
 
+    @locked
     def clear(self) -> None:
         """Forget every key without reading any value back (the mixin pops each one)."""
-        with self._lock:
-            self._enter()
-            for key in list(self._entries):
-                self._remove_entry(key)
-            self._tracker.drain()
+        for key in list(self._entries):
+            self._remove_entry(key)
 
     def __contains__(self, key: object) -> bool:
         try:
@@ -295,83 +290,75 @@ class ProxifyHostFile(MutableMapping):
         return len(self._entries)
 
     # --- extra public API ------------------------------------------------------
+    @locked
     def register_external(self, obj: Any) -> Any:
         """Track ``obj`` (held outside the mapping) weakly; returns it proxified.
 
         The externals count toward the limit, can be spilled, and are forgotten
         as soon as their last strong reference dies.
         """
-        with self._lock:
-            self._enter()
-            pids: list[int] = []
-            structure = self._tracker.proxify(obj, pids, [0])
-            units: list[Unit] = []
-            for pid in dict.fromkeys(pids):
-                rec = self._records[pid]
-                units.extend([rec] if rec.external else self._index.units_of(rec))
-            # Only units seen for the first time are admitted: looking up an object the
-            # store already tracks is not a use of it (no recency refresh, no unspill).
-            new = [u for u in dict.fromkeys(units) if u.tick == 0]
-            if new:
-                self._tiers.admit(new)
-            self._tracker.drain()
-            return structure
+        pids: list[int] = []
+        structure = self._tracker.proxify(obj, pids, [0])
+        units: list[Unit] = []
+        for pid in dict.fromkeys(pids):
+            rec = self._records[pid]
+            units.extend([rec] if rec.external else self._index.units_of(rec))
+        # Only units seen for the first time are admitted: looking up an object the
+        # store already tracks is not a use of it (no recency refresh, no unspill).
+        new = [u for u in dict.fromkeys(units) if u.tick == 0]
+        if new:
+            self._tiers.admit(new)
+        return structure
 
+    @locked(check=lambda nbytes: _check_nbytes(nbytes))
     def evict(self, nbytes: int) -> int:
         """Spill at least ``nbytes`` of device memory (LRU first); returns bytes freed."""
-        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
-            raise ValueError(f"evict(nbytes): nbytes must be a non-negative int, got {nbytes!r}")
-        with self._lock:
-            self._enter()
-            freed = self._tiers.evict_device(nbytes)
-            self._tiers.cascade()
-            self._tracker.drain()
-            return freed
+        freed = self._tiers.evict_device(nbytes)
+        self._tiers.cascade()
+        return freed
 
+    @locked(check=lambda key: _check_key(key))
     def tier_of(self, key: Hashable) -> str:
         """``"device"``, ``"host"`` or ``"disk"``; neither unspills nor touches recency."""
-        _check_key(key)
-        with self._lock:
-            self._enter()
-            return self._index.tier(self._entries[key])
+        return self._index.tier(self._entries[key])
 
+    @locked
     def snapshot(self) -> StoreSnapshot:
         """Tiers, byte totals and LRU order, without unspilling or touching recency."""
-        with self._lock:
-            self._enter()
-            tier = self._index.tier
-            return StoreSnapshot(
-                tiers={k: tier(e) for k, e in self._entries.items()},
-                device_bytes=self._index.device_bytes,
-                host_bytes=self._tiers.host_bytes,
-                disk_bytes=self._tiers.disk_bytes,
-                lru=[u.key for u in self._recency.device_units() if isinstance(u, Entry)],
-                n_externals=sum(1 for r in self._records.values() if r.external),
-            )
+        tier = self._index.tier
+        a = self._accounting
+        return StoreSnapshot(
+            tiers={k: tier(e) for k, e in self._entries.items()},
+            device_bytes=a.device_bytes,
+            host_bytes=a.host_bytes,
+            disk_bytes=a.disk_bytes,
+            lru=[u.key for u in self._recency.device_units() if isinstance(u, Entry)],
+            n_externals=sum(1 for r in self._records.values() if r.external),
+        )
 
+    @locked
     def stats(self) -> dict[str, Any]:
         """Bytes and counts per tier, lifetime spill/unspill bytes and time spent."""
-        with self._lock:
-            self._enter()
-            tier = self._index.tier
-            counts = {"device": 0, "host": 0, "disk": 0}
-            for entry in self._entries.values():
-                counts[tier(entry)] += 1
-            ext = {"device": 0, "host": 0, "disk": 0}
-            for rec in self._records.values():
-                if rec.external:
-                    ext[rec.tier] += 1
-            return {
-                "device_bytes": self._index.device_bytes,
-                "host_bytes": self._tiers.host_bytes,
-                "disk_bytes": self._tiers.disk_bytes,
-                "device_memory_limit": self.device_memory_limit,
-                "memory_limit": self.memory_limit,
-                **{f"{t}_keys": n for t, n in counts.items()},
-                **{f"{t}_externals": n for t, n in ext.items()},
-                **self._tiers.stats,
-                **self._tiers.times,
-            }
+        tier = self._index.tier
+        counts = {"device": 0, "host": 0, "disk": 0}
+        for entry in self._entries.values():
+            counts[tier(entry)] += 1
+        ext = {"device": 0, "host": 0, "disk": 0}
+        for rec in self._records.values():
+            if rec.external:
+                ext[rec.tier] += 1
+        a = self._accounting
+        return {
+            "device_bytes": a.device_bytes,
+            "host_bytes": a.host_bytes,
+            "disk_bytes": a.disk_bytes,
+            "device_memory_limit": self.device_memory_limit,
+            "memory_limit": self.memory_limit,
+            **{f"{t}_keys": n for t, n in counts.items()},
+            **{f"{t}_externals": n for t, n in ext.items()},
+            **self._tiers.stats,
+            **self._tiers.times,
+        }
 
     def close(self) -> None:
         """Forget everything, remove the OOM handler and the spill directory (idempotent)."""
@@ -387,18 +374,18 @@ class ProxifyHostFile(MutableMapping):
             for rec in self._records.values():
                 proxy = rec()
                 if proxy is not None:
-                    detail = _get_detail(proxy)
-                    detail.store_ref = detail.rec = None
-                    if detail.file is not None:
-                        detail.file.remove()
-                        detail.file = None
+                    state = state_of(proxy)
+                    state.manager_ref = state.rec = None
+                    if type(state.held) is SpillFile:
+                        state.held.remove()
+                        state.held = None  # the data is gone with the store
             for entry in self._entries.values():
                 if entry.file is not None:
                     entry.file.remove()
             self._index.clear()
             self._recency.clear()
             self._tracker.inbox.clear()
-            self._tiers.host_bytes = self._tiers.disk_bytes = 0
+            self._accounting.clear()
         self._finalizer()
 
     def __enter__(self) -> ProxifyHostFile:
@@ -411,34 +398,34 @@ class ProxifyHostFile(MutableMapping):
     def _unit_size(self, unit: Unit) -> int:
         return self._index.size(unit)
 
-    # --- entry points used by ProxyObject ----------------------------------
-    def _use_proxy(self, proxy: ProxyObject, detail: _Detail) -> Any:
+    # --- the ProxyManager protocol (proxy.py): what a proxy asks of its store ----------
+    def proxy_use(self, state: ProxyState) -> Any:
+        """The device object for a real use: unspilled after making room, and touched."""
         with self._lock:
-            if self._closed or detail.store_ref is None:
-                return _use_unmanaged(detail)
+            if self._closed or state.manager_ref is None:
+                return use_unmanaged(state)
             if self._inbox:
                 self._tracker.drain()
-            rec = detail.rec
-            obj = detail.obj
-            if obj is not None:
+            rec = state.rec
+            if rec.tier == "device":
                 self._touch_record(rec)
-                return obj
+                return state.held
             index, tiers, recency = self._index, self._tiers, self._recency
             unit = rec.some_entry() or rec  # units_of(rec)[0]
             if tiers.bring_to_device(unit) is OVERSIZED:
                 recency.touch(index.group(unit), index.size)
-                payload = tiers.payload_of(rec, detail)
-                return detail.handler.to_device(payload, self.device)  # transient copy
+                payload = tiers.payload_of(rec, state)
+                return state.handler.to_device(payload, self.device)  # transient copy
             recency.touch(index.group(unit), index.size)
             tiers.cascade()
-            return detail.obj
+            return state.held
 
-    def _touch_proxy(self, detail: _Detail) -> None:
+    def proxy_touch(self, state: ProxyState) -> None:
         """A use answered from cached metadata (``shape``, ``dtype``...): recency only."""
         with self._lock:
-            if self._closed or detail.store_ref is None:
+            if self._closed or state.manager_ref is None:
                 return
-            rec = detail.rec
+            rec = state.rec
             if rec is not None and rec.pid:  # 0: forgotten
                 self._touch_record(rec)
 
@@ -453,23 +440,22 @@ class ProxifyHostFile(MutableMapping):
         else:
             self._recency.touch(index.group(unit), index.size)
 
-    def _write_back(self, proxy: ProxyObject, detail: _Detail, obj: Any) -> None:
+    def proxy_write_back(self, state: ProxyState, obj: Any) -> None:
         """Persist an in-place change made to a transient copy of a spilled proxy."""
         with self._lock:
-            if self._closed or detail.obj is not None:
+            if self._closed or state.obj is not None:
                 return
-            self._tiers.write_back(detail.rec, detail, obj)
+            self._tiers.write_back(state.rec, state, obj)
 
-    def _pickle_state(self, detail: _Detail) -> Any:
+    def proxy_host_state(self, state: ProxyState) -> Any:
         """What a pickled proxy carries: the object, or host frames; never unspills."""
         with self._lock:
-            if detail.obj is not None:
-                return detail.obj
-            if detail.payload is not None:
-                return detail.payload
-            if detail.file is None or self._closed:
+            held = state.held
+            if type(held) is not SpillFile:
+                return held
+            if self._closed:
                 return None
-            return self._tiers.disk.read(detail.file, self._index.key_name(detail.rec))
+            return self._tiers.disk.read(held, self._index.key_name(state.rec))
 
     def _on_oom(self, shortfall: int) -> bool:
         """Spill-on-demand: free ``shortfall`` device bytes; True if anything was freed."""
@@ -507,13 +493,7 @@ class ProxifyHostFile(MutableMapping):
 
     def _remove_entry(self, key: Hashable) -> None:
         entry = self._entries.pop(key)
-        tiers, recency = self._tiers, self._recency
-        recency.remove(entry)
-        if entry.file is not None:
-            tiers.disk_bytes -= entry.file.nbytes
-            entry.file.remove()
-        elif entry.is_host_value:
-            tiers.host_bytes -= entry.leaf_nbytes
+        self._tiers.discard(entry)
         rec = entry.rec
         entry.value = None  # drop our references: unshared proxies die right here
         if rec is not None:  # one proxy, the common case
@@ -545,3 +525,8 @@ def _check_key(key: object) -> None:
         raise TypeError(
             f"store keys must be hashable; got unhashable key of type {type(key).__name__}"
         ) from None
+
+
+def _check_nbytes(nbytes: object) -> None:
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+        raise ValueError(f"evict(nbytes): nbytes must be a non-negative int, got {nbytes!r}")

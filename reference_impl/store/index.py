@@ -5,8 +5,9 @@ a base allocation (a view in one key, its base in another). A unit's *group*
 is the closure over those links; moving a group together is what keeps every
 key in exactly one tier and makes spilling really free device bytes.
 
-Device bytes are counted here, once per base allocation however many proxies
-hold it, because the allocation table is also what links the groups.
+The allocation table lives here because it is also what links the groups; it tells
+the :class:`Accounting` when a base allocation is first held and last let go, so
+device bytes count each allocation once however many proxies hold it.
 """
 
 from __future__ import annotations
@@ -14,15 +15,17 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
+from .accounting import Accounting
 from .dispatch import ARRAY
-from .proxy import _get_detail
+from .proxy import state_of
 from .records import Entry, Record, Unit
 
 
 class UnitIndex:
     """Keys, tracked proxies, and the allocation table that links them."""
 
-    def __init__(self) -> None:
+    def __init__(self, accounting: Accounting) -> None:
+        self.accounting = accounting
         self.entries: dict[Hashable, Entry] = {}
         self.records: dict[int, Record] = {}
         # id(device object) -> pid, to find the proxy of an object stored again. Only for
@@ -33,7 +36,6 @@ class UnitIndex:
         # it. One holder, the common case, costs no set: one object less to allocate and
         # to reach on every add and drop. An allocation's size is in its holders' allocs.
         self.alloc_pids: dict[int, int | set[int]] = {}
-        self.device_bytes = 0
         # Records held by two or more keys plus allocations held by two or more
         # records. While it is 0 every unit is its own group, so the hot paths
         # skip even the per-unit solo check.
@@ -50,7 +52,6 @@ class UnitIndex:
         self.records.clear()
         self.raw.clear()
         self.alloc_pids.clear()
-        self.device_bytes = 0
 
     # --- allocations ---------------------------------------------------------
     def proxy_of(self, obj: Any, aid: int | None) -> Any:
@@ -72,15 +73,15 @@ class UnitIndex:
             pid = self.raw.get(id(obj))
         rec = self.records.get(pid) if pid is not None else None
         proxy = rec() if rec is not None else None
-        return proxy if proxy is not None and _get_detail(proxy).obj is obj else None
+        return proxy if proxy is not None and state_of(proxy).held is obj else None
 
-    def add_allocs(self, rec: Record, detail: Any, device: Any, pair: Any = None) -> None:
-        """Count ``rec``'s device object; an allocation already held costs nothing.
+    def add_allocs(self, rec: Record, state: Any, device: Any, pair: Any = None) -> None:
+        """Count ``rec``'s device object (``rec`` is on the device tier); an allocation
+        already held costs nothing.
 
         ``pair`` is ``device.allocation_of(obj)`` when the caller has it already.
         """
-        rec.tier = "device"
-        obj, handler, pid = detail.obj, detail.handler, rec.pid
+        obj, handler, pid = state.held, state.handler, rec.pid
         if handler is ARRAY:  # one base allocation: skip the list the protocol returns
             if pair is None:
                 pair = device.allocation_of(obj)
@@ -96,7 +97,7 @@ class UnitIndex:
             holders = alloc_pids.get(aid)
             if holders is None:
                 alloc_pids[aid] = pid
-                self.device_bytes += nbytes
+                self.accounting.allocated(nbytes)
                 continue
             self._name_raw(rec, obj)  # a shared allocation: findable only through raw
             if type(holders) is int:
@@ -108,7 +109,7 @@ class UnitIndex:
                         self._name_raw(other, None)
             else:
                 holders.add(pid)
-        rec.restore_nbytes = int(detail.meta.get("nbytes", 0)) or rec.device_nbytes
+        rec.restore_nbytes = int(state.meta.get("nbytes", 0)) or rec.device_nbytes
 
     def _name_raw(self, rec: Record, obj: Any) -> None:
         """Map ``rec``'s device object (``obj``, or read from its proxy) in :attr:`raw`."""
@@ -116,7 +117,7 @@ class UnitIndex:
             return
         if obj is None:
             proxy = rec()
-            obj = _get_detail(proxy).obj if proxy is not None else None
+            obj = state_of(proxy).obj if proxy is not None else None
             if obj is None:
                 return  # dead or not on device: nothing to find
         rid = rec.raw_id = id(obj)
@@ -131,7 +132,7 @@ class UnitIndex:
             if type(holders) is int:
                 if holders == pid:  # its last holder: the allocation is freed
                     del alloc_pids[aid]
-                    self.device_bytes -= nbytes
+                    self.accounting.freed(nbytes)
             else:
                 holders.discard(pid)
                 if len(holders) == 1:
@@ -146,6 +147,30 @@ class UnitIndex:
             rec.raw_id = 0
 
     # --- keys ---------------------------------------------------------------------
+    def add_entry(self, entry: Entry) -> list[Record] | None:
+        """Index ``entry`` under its key and as a holder of its proxies.
+
+        Returns the records that were queued externals until now (the caller takes them
+        out of the recency queues), or None: the common case allocates nothing.
+        """
+        self.entries[entry.key] = entry
+        records = self.records
+        queued = None
+        rec = None
+        for pid in entry.pids:
+            rec = records[pid]
+            if rec.holders is None:  # an external until now (or new)
+                if rec.lru:
+                    if queued is None:
+                        queued = []
+                    queued.append(rec)
+                rec.holders = entry
+            else:
+                self.add_key(rec, entry)
+        if len(entry.pids) == 1:
+            entry.rec = rec
+        return queued
+
     def add_key(self, rec: Record, entry: Entry) -> None:
         """``entry`` (now in :attr:`entries`) holds ``rec``'s proxy (again is a no-op)."""
         holders = rec.holders

@@ -13,10 +13,13 @@ import warnings
 from typing import Any
 
 from . import serialize
+from .accounting import DEVICE as ON_DEVICE
+from .accounting import DISK, Accounting
+from .accounting import HOST as ON_HOST
 from .disk import SpillDir, SpillFile
 from .errors import SpillWarning
 from .index import UnitIndex
-from .proxy import _Detail, _get_detail
+from .proxy import ProxyState, state_of
 from .recency import DEVICE, HOST, Recency
 from .records import Entry, Record, Unit
 from .serialize import Payload
@@ -43,13 +46,12 @@ class TierMover:
         memory_limit: int | None,
     ) -> None:
         self.index = index
+        self.accounting: Accounting = index.accounting
         self.recency = recency
         self.device = device
         self.disk = disk
         self.device_memory_limit = device_memory_limit
         self.memory_limit = memory_limit
-        self.host_bytes = 0
-        self.disk_bytes = 0
         self.stats = dict.fromkeys(_STAT_NAMES, 0)
         self.times = {"spill_time_s": 0.0, "unspill_time_s": 0.0, "disk_time_s": 0.0}
 
@@ -61,24 +63,40 @@ class TierMover:
             self.place(u)
 
     # --- admission and eviction ----------------------------------------------
+    def admit_new(self, entry: Entry) -> None:
+        """A key's new value, in the index already: count a host value, place it, make room."""
+        if entry.is_host_value:  # a device value's small host leaves ride with it
+            self.accounting.add_value(ON_HOST, entry.leaf_nbytes)
+        self.admit_one(entry)
+
+    def discard(self, entry: Entry) -> None:
+        """A key's value leaves the store: out of the queues, its host value uncounted."""
+        self.recency.remove(entry)
+        file = entry.file
+        if file is not None:
+            self.accounting.remove_value(DISK, file.nbytes)
+            file.remove()
+        elif entry.is_host_value:
+            self.accounting.remove_value(ON_HOST, entry.leaf_nbytes)
+
     def admit_one(self, unit: Unit) -> None:
         """:meth:`admit` for one unit, with the common case inlined."""
         index = self.index
-        if index.device_bytes <= self.device_memory_limit:
+        if self.accounting.device_bytes <= self.device_memory_limit:
             # The hot path: one solo unit, already on device, and everything fits.
             rec = index.solo_record(unit)
             if rec is not None and rec.tier == "device":
                 self.recency.place_newest(unit)
                 limit = self.memory_limit
-                if limit is not None and self.host_bytes > limit:
+                if limit is not None and self.accounting.host_bytes > limit:
                     self.cascade()
                 return
         self.admit([unit])
 
     def admit(self, units: list[Unit]) -> None:
         """Place freshly stored/registered units on device (or host if too large), MRU."""
-        index, recency = self.index, self.recency
-        if len(units) == 1 and index.device_bytes <= self.device_memory_limit:
+        index, recency, accounting = self.index, self.recency, self.accounting
+        if len(units) == 1 and accounting.device_bytes <= self.device_memory_limit:
             # The hot path: one solo unit, already on device, and everything fits.
             unit = units[0]
             rec = index.solo_record(unit)
@@ -101,12 +119,12 @@ class TierMover:
             recency.touch(units, index.size)
         finally:
             recency.unpin(pinned)
-        self.evict_device(index.device_bytes - self.device_memory_limit)
+        self.evict_device(accounting.device_bytes - self.device_memory_limit)
         self.cascade()
 
     def evict_device(self, need: int) -> int:
         """Spill LRU groups device -> host until ``need`` bytes are freed."""
-        index, recency = self.index, self.recency
+        index, recency, accounting = self.index, self.recency, self.accounting
         freed = 0
         blocked: set[Unit] = set()
         while freed < need:
@@ -117,9 +135,9 @@ class TierMover:
             if any(u in recency.pinned for u in group):
                 blocked.update(group)
                 continue
-            before = index.device_bytes
+            before = accounting.device_bytes
             self.spill_to_host(group)
-            freed += before - index.device_bytes
+            freed += before - accounting.device_bytes
             # A member whose proxy died on another thread mid-call cannot be
             # spilled; it waits for the next drain. Never pick it again here.
             blocked.update(u for u in group if u.lru == DEVICE)
@@ -128,7 +146,7 @@ class TierMover:
     def cascade(self) -> None:
         """Host -> disk, least recently used first, until host bytes <= memory_limit."""
         limit = self.memory_limit
-        if limit is None or self.host_bytes <= limit:
+        if limit is None or self.accounting.host_bytes <= limit:
             return
         victims = self.recency.host_victims(self.index.size)
         try:
@@ -139,10 +157,10 @@ class TierMover:
                 close()  # now, not at collection: puts back the host units it popped
 
     def _cascade(self, victims: Any, limit: int) -> None:
-        index, recency = self.index, self.recency
+        index, recency, accounting = self.index, self.recency, self.accounting
         skip: set[Unit] = set()
         for victim in victims:
-            if self.host_bytes <= limit:
+            if accounting.host_bytes <= limit:
                 break
             if victim in skip or victim.lru != HOST:
                 continue
@@ -166,21 +184,19 @@ class TierMover:
     def spill_to_host(self, group: list[Unit]) -> None:
         """Copy every device record of ``group`` to host, then commit them all."""
         start = time.perf_counter()
-        index = self.index
+        index, accounting = self.index, self.accounting
         moves = []
         for rec in index.group_records(group):
             proxy = rec()
-            if proxy is None or rec.tier != "device":
+            if proxy is None or rec.tier != ON_DEVICE:
                 continue
-            detail = _get_detail(proxy)
-            moves.append((rec, detail, detail.handler.to_host(detail.obj, self.device)))
-        for rec, detail, payload in moves:  # commit only after every copy succeeded
-            obj, detail.obj, detail.payload = detail.obj, None, payload
+            state = state_of(proxy)
+            moves.append((rec, state, state.handler.to_host(state.held, self.device)))
+        for rec, state, payload in moves:  # commit only after every copy succeeded
+            obj, state.held = state.held, payload
             index.drop_allocs(rec)
             del obj
-            rec.tier = "host"
-            rec.host_nbytes = payload.nbytes  # restore_nbytes stays the device size
-            self.host_bytes += payload.nbytes
+            accounting.move(rec, ON_HOST, payload.nbytes)  # restore_nbytes stays the device size
             self.stats["spilled_bytes"] += rec.restore_nbytes
             self.stats["spill_count"] += 1
         moves.clear()
@@ -198,24 +214,22 @@ class TierMover:
             # Each record once: one object twice in a value, or under two keys, is one file.
             for rec in self.index.group_records(group):
                 proxy = rec()
-                if proxy is not None and rec.tier == "host":
-                    detail = _get_detail(proxy)
-                    written.append((rec, self.disk.write(detail.payload), detail))
+                if proxy is not None and rec.tier == ON_HOST:
+                    state = state_of(proxy)
+                    written.append((rec, self.disk.write(state.held), state))
         except BaseException:
             for item in written:
                 item[1].remove()
             raise
+        accounting = self.accounting
         for item in written:
             target, file = item[0], item[1]
             if isinstance(target, Entry):
                 target.value, target.file = None, file
-                self.host_bytes -= target.leaf_nbytes
+                accounting.move_value(ON_HOST, target.leaf_nbytes, DISK, file.nbytes)
             else:
-                detail = item[2]
-                detail.payload, detail.file = None, file
-                self.host_bytes -= target.host_nbytes
-                target.tier, target.host_nbytes, target.disk_nbytes = "disk", 0, file.nbytes
-            self.disk_bytes += file.nbytes
+                item[2].held = file
+                accounting.move(target, DISK, file.nbytes)
             self.stats["disk_written_bytes"] += file.nbytes
         self.place_all(group)
         self.times["disk_time_s"] += time.perf_counter() - start
@@ -226,9 +240,9 @@ class TierMover:
         Returns ``OVERSIZED`` (and changes nothing) when the group alone would
         exceed the limit; such values live on host and are used transiently.
         """
-        index, recency = self.index, self.recency
+        index, recency, accounting = self.index, self.recency, self.accounting
         group = index.group(unit)
-        load = [r for r in index.group_records(group) if r.tier != "device"]
+        load = [r for r in index.group_records(group) if r.tier != ON_DEVICE]
         if not load:
             return None
         need = sum(r.restore_nbytes for r in load)
@@ -237,28 +251,23 @@ class TierMover:
         start = time.perf_counter()
         pinned = recency.pin(group)
         try:
-            self.evict_device(index.device_bytes + need - self.device_memory_limit)
+            self.evict_device(accounting.device_bytes + need - self.device_memory_limit)
             proxies = [r() for r in load]
-            details = [_get_detail(p) for p in proxies if p is not None]
+            states = [state_of(p) for p in proxies if p is not None]
             load = [r for r, p in zip(load, proxies, strict=True) if p is not None]
-            payloads = [self.payload_of(r, d) for r, d in zip(load, details, strict=True)]
+            payloads = [self.payload_of(r, st) for r, st in zip(load, states, strict=True)]
             objs = [
-                d.handler.to_device(pl, self.device)
-                for d, pl in zip(details, payloads, strict=True)
+                st.handler.to_device(pl, self.device)
+                for st, pl in zip(states, payloads, strict=True)
             ]
         finally:
             recency.unpin(pinned)
-        for rec, detail, obj in zip(load, details, objs, strict=True):
-            if rec.tier == "disk":
-                self.disk_bytes -= rec.disk_nbytes
-                detail.file.remove()
-                detail.file, rec.disk_nbytes = None, 0
-            else:
-                self.host_bytes -= rec.host_nbytes
-                rec.host_nbytes = 0
-            detail.payload = None
-            detail.obj = obj
-            index.add_allocs(rec, detail, self.device)
+        for rec, state, obj in zip(load, states, objs, strict=True):
+            if rec.tier == DISK:
+                state.held.remove()
+            state.held = obj
+            accounting.move(rec, ON_DEVICE)
+            index.add_allocs(rec, state, self.device)
             self.stats["unspilled_bytes"] += rec.restore_nbytes
             self.stats["unspill_count"] += 1
         self.place_all(group)
@@ -267,31 +276,32 @@ class TierMover:
 
     def load_host_value(self, entry: Entry) -> None:
         """Read a host value (no device objects) back from disk into host memory."""
-        payload = self.disk.read(entry.file, repr(entry.key))
-        self.stats["disk_read_bytes"] += entry.file.nbytes
+        file = entry.file
+        payload = self.disk.read(file, repr(entry.key))
+        self.stats["disk_read_bytes"] += file.nbytes
         entry.value = serialize.loads(payload)
-        self.disk_bytes -= entry.file.nbytes
-        entry.file.remove()
+        self.accounting.move_value(DISK, file.nbytes, ON_HOST, entry.leaf_nbytes)
+        file.remove()
         entry.file = None
-        self.host_bytes += entry.leaf_nbytes
         self.place(entry)
 
-    def payload_of(self, rec: Record, detail: _Detail) -> Payload:
+    def payload_of(self, rec: Record, state: ProxyState) -> Payload:
         """The host frames of a spilled record, read (and authenticated) from disk if needed."""
-        if detail.payload is not None:
-            return detail.payload
-        self.stats["disk_read_bytes"] += rec.disk_nbytes
-        return self.disk.read(detail.file, self.index.key_name(rec))
+        held = state.held
+        if rec.tier == ON_HOST:
+            return held
+        self.stats["disk_read_bytes"] += rec.held_nbytes
+        return self.disk.read(held, self.index.key_name(rec))
 
-    def write_back(self, rec: Record, detail: _Detail, obj: Any) -> None:
+    def write_back(self, rec: Record, state: ProxyState, obj: Any) -> None:
         """Persist an in-place change made to a transient copy of a spilled record."""
-        payload = detail.handler.to_host(obj, self.device)
-        if rec.tier == "disk":
+        payload = state.handler.to_host(obj, self.device)
+        if rec.tier == DISK:
             new_file: SpillFile = self.disk.write(payload)
-            self.disk_bytes += new_file.nbytes - rec.disk_nbytes
-            detail.file.remove()
-            detail.file, rec.disk_nbytes = new_file, new_file.nbytes
+            old, state.held = state.held, new_file
+            old.remove()
+            self.accounting.resize(rec, new_file.nbytes)
         else:
-            self.host_bytes += payload.nbytes - rec.host_nbytes
-            detail.payload, rec.host_nbytes = payload, payload.nbytes
+            state.held = payload
+            self.accounting.resize(rec, payload.nbytes)
         self.cascade()

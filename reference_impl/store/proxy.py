@@ -2,8 +2,8 @@
 
 The proxy itself holds no store lock and no store reference that pickling
 would choke on (dask-cuda's managed proxies held an RLock and could not be
-pickled): its state lives in a :class:`_Detail`, and the store is reached
-through a weak reference. Real use goes through the store, which touches
+pickled): its state lives in a :class:`ProxyState`, and the store is reached
+through a weak reference and the :class:`ProxyManager` protocol. Real use goes through the store, which touches
 recency and unspills (making room first); ``type``, ``repr`` and cached
 metadata such as ``nbytes`` never do.
 """
@@ -13,79 +13,119 @@ from __future__ import annotations
 import copy
 import operator
 import weakref
-from typing import Any
+from typing import Any, Protocol
 
 from dask.sizeof import sizeof
 
+from .disk import SpillFile
 from .errors import StoreClosedError
 from .serialize import Payload
 
 
-class _Detail:
-    """A proxy's mutable state; exactly one of obj / payload / file is set."""
+class ProxyState:
+    """A proxy's mutable state: what it stands for, and which store manages it.
 
-    __slots__ = ("obj", "payload", "file", "type_", "meta", "handler", "device", "store_ref", "rec")
+    ``held`` is the one slot that holds the data, whatever its tier: the device object,
+    its host :class:`Payload`, or its :class:`SpillFile` (None: removed when its store
+    closed). The tier is read from it, so it cannot disagree with itself; a managed
+    proxy's record says the same thing for the store's accounting.
+    """
+
+    __slots__ = ("held", "type_", "meta", "handler", "device", "manager_ref", "rec")
 
     def __init__(self, obj: Any, handler: Any, device: Any) -> None:
-        self.obj = obj
-        self.payload: Payload | None = None
-        self.file: Any = None
+        self.held: Any = obj
         self.type_ = type(obj)
         self.meta = handler.metadata(obj)
         self.handler = handler
         self.device = device
-        self.store_ref: weakref.ref | None = None
+        self.manager_ref: weakref.ref | None = None
         # The store's record of this proxy while a store manages it: a use reaches its
         # bookkeeping from here, with no lookup in a table as large as the store.
         self.rec: Any = None
 
     @property
     def tier(self) -> str:
-        if self.obj is not None:
-            return "device"
-        return "host" if self.payload is not None else "disk"
+        """``"device"``, ``"host"``, ``"disk"``, or ``"gone"`` (removed with its store)."""
+        held = self.held
+        kind = type(held)
+        if kind is Payload:
+            return "host"
+        if kind is SpillFile:
+            return "disk"
+        return "gone" if held is None else "device"
 
-    def store(self) -> Any:
-        ref = self.store_ref
+    @property
+    def obj(self) -> Any:
+        """The device object, or None when it is not on the device."""
+        held = self.held
+        return None if type(held) in _OFF_DEVICE or held is None else held
+
+    def manager(self) -> ProxyManager | None:
+        ref = self.manager_ref
         return ref() if ref is not None else None
 
 
-def _get_detail(proxy: ProxyObject) -> _Detail:
+_OFF_DEVICE = (Payload, SpillFile)
+
+
+class ProxyManager(Protocol):
+    """What a proxy asks of the store that manages it (dask-cuda's ``ProxyManager`` role).
+
+    A proxy reaches its manager through a weak reference and calls only these; a store
+    implements them under its own lock.
+    """
+
+    def proxy_use(self, state: ProxyState) -> Any:
+        """The device object for a real use: unspilled (after making room) and touched."""
+
+    def proxy_touch(self, state: ProxyState) -> None:
+        """A use answered from cached metadata: recency only, nothing moves."""
+
+    def proxy_write_back(self, state: ProxyState, obj: Any) -> None:
+        """Persist an in-place change made to ``obj``, a transient copy of a spilled proxy."""
+
+    def proxy_host_state(self, state: ProxyState) -> Any:
+        """What pickling carries (the device object or host frames), without unspilling."""
+
+
+def state_of(proxy: ProxyObject) -> ProxyState:
+    """The state behind ``proxy`` (never unspills, never touches recency)."""
     return object.__getattribute__(proxy, "_pxy")
 
 
 def _use(proxy: ProxyObject) -> Any:
     """The device object behind ``proxy``, unspilled if needed (real use)."""
-    detail = object.__getattribute__(proxy, "_pxy")  # inlined _get_detail: the hot path
-    ref = detail.store_ref
-    store = ref() if ref is not None else None
-    if store is not None:
-        return store._use_proxy(proxy, detail)
-    return _use_unmanaged(detail)
+    state = object.__getattribute__(proxy, "_pxy")  # inlined state_of: the hot path
+    ref = state.manager_ref
+    manager = ref() if ref is not None else None
+    if manager is not None:
+        return manager.proxy_use(state)
+    return use_unmanaged(state)
 
 
-def _use_unmanaged(detail: _Detail) -> Any:
+def use_unmanaged(state: ProxyState) -> Any:
     """A proxy no store manages (unpickled, or its store closed) keeps its object itself."""
-    obj = detail.obj
-    if obj is not None:
-        return obj
-    if detail.payload is None:
-        raise StoreClosedError(
-            f"the store that spilled this {detail.type_.__name__} to disk was closed; its data is gone"
-        )
-    detail.obj = detail.handler.to_device(detail.payload, detail.device)
-    detail.payload = None
-    return detail.obj
+    held = state.held
+    kind = type(held)
+    if kind is not Payload:
+        if held is None or kind is SpillFile:
+            raise StoreClosedError(
+                f"the store that spilled this {state.type_.__name__} to disk was closed; its data is gone"
+            )
+        return held
+    state.held = obj = state.handler.to_device(held, state.device)
+    return obj
 
 
 def _mutated(proxy: ProxyObject, obj: Any) -> None:
     """After an in-place change: write back if ``obj`` was only a transient copy."""
-    detail = _get_detail(proxy)
-    if detail.obj is not obj:
-        store = detail.store()
-        if store is not None:
-            store._write_back(proxy, detail, obj)
-    detail.meta = detail.handler.metadata(obj)
+    state = state_of(proxy)
+    if state.held is not obj:
+        manager = state.manager()
+        if manager is not None:
+            manager.proxy_write_back(state, obj)
+    state.meta = state.handler.metadata(obj)
 
 
 def unwrap(value: Any) -> Any:
@@ -102,24 +142,19 @@ def unwrap(value: Any) -> Any:
 def _rebuild_proxy(state: Any, meta: dict[str, Any], type_: type, handler: Any) -> ProxyObject:
     """Unpickle into an unmanaged proxy; a host payload stays serialized until used."""
     if isinstance(state, Payload):
-        from reference_impl.device import get_device
-
-        detail = _Detail.__new__(_Detail)
-        detail.obj = None
-        detail.payload = state
-        detail.file = None
-        detail.type_ = type_
-        detail.meta = meta
-        detail.handler = handler
-        detail.device = _default_device_for(type_, get_device, handler, meta)
-        detail.store_ref = None
-        detail.rec = None
-        return ProxyObject(detail)
-    return ProxyObject(_Detail(state, handler, None))
+        pxy = ProxyState.__new__(ProxyState)
+        pxy.held = state
+        pxy.type_ = type_
+        pxy.meta = meta
+        pxy.handler = handler
+        pxy.device = _default_device_for(type_, handler, meta)
+        pxy.manager_ref = None
+        pxy.rec = None
+        return ProxyObject(pxy)
+    return ProxyObject(ProxyState(state, handler, None))
 
 
-def _default_device_for(type_: type, get_device: Any, handler: Any = None,
-                        meta: dict[str, Any] | None = None) -> Any:
+def _default_device_for(type_: type, handler: Any = None, meta: dict[str, Any] | None = None) -> Any:
     """The device an unpickled, spilled proxy unspills onto.
 
     A registered device type may answer itself (``handler.default_device(meta)``,
@@ -128,11 +163,11 @@ def _default_device_for(type_: type, get_device: Any, handler: Any = None,
     hook = getattr(handler, "default_device", None)
     if hook is not None:
         return hook(meta or {})
-    from reference_impl.device import SimArray, default_sim_device
+    from reference_impl.device import SimArray, default_cuda_device, default_sim_device
 
     if issubclass(type_, SimArray):
         return default_sim_device()
-    return get_device("cuda")
+    return default_cuda_device()  # the process's one GPU device, not a new one per proxy
 
 
 class ProxyObject:
@@ -141,16 +176,16 @@ class ProxyObject:
 
     __slots__ = ("_pxy", "__weakref__")
 
-    def __init__(self, detail: _Detail) -> None:
-        object.__setattr__(self, "_pxy", detail)
+    def __init__(self, state: ProxyState) -> None:
+        object.__setattr__(self, "_pxy", state)
 
     # --- identity without unspilling -------------------------------------
     @property  # type: ignore[misc]
     def __class__(self) -> type:
-        return _get_detail(self).type_
+        return state_of(self).type_
 
     def __repr__(self) -> str:
-        d = _get_detail(self)
+        d = state_of(self)
         shape = d.meta.get("shape")
         extra = f" shape={shape} dtype={d.meta.get('dtype')}" if shape is not None else ""
         return (
@@ -159,28 +194,24 @@ class ProxyObject:
         )
 
     def __sizeof__(self) -> int:
-        return int(_get_detail(self).meta.get("nbytes", 0))
+        return int(state_of(self).meta.get("nbytes", 0))
 
     def __reduce__(self):
-        d = _get_detail(self)
-        store = d.store()
-        state = (
-            store._pickle_state(d)
-            if store is not None
-            else (d.obj if d.obj is not None else d.payload)
-        )
-        if state is None:
+        d = state_of(self)
+        manager = d.manager()
+        state = manager.proxy_host_state(d) if manager is not None else d.held
+        if state is None or type(state) is SpillFile:
             raise StoreClosedError("cannot pickle a proxy whose spilled data was removed")
         return _rebuild_proxy, (state, d.meta, d.type_, d.handler)
 
     # --- attributes -------------------------------------------------------
     def __getattr__(self, name: str) -> Any:
-        detail = _get_detail(self)
-        meta = detail.meta
+        state = state_of(self)
+        meta = state.meta
         if name in meta:  # answered without unspilling, yet still a use: refresh recency
-            store = detail.store()
-            if store is not None:
-                store._touch_proxy(detail)
+            manager = state.manager()
+            if manager is not None:
+                manager.proxy_touch(state)
             return meta[name]
         return getattr(_use(self), name)
 
@@ -199,7 +230,7 @@ class ProxyObject:
 
     # --- container protocol ----------------------------------------------
     def __len__(self) -> int:
-        meta = _get_detail(self).meta
+        meta = state_of(self).meta
         if "__len__" in meta:
             return meta["__len__"]
         return len(_use(self))
@@ -273,16 +304,16 @@ class ProxyObject:
 
     @property
     def __cuda_array_interface__(self) -> Any:
-        if not hasattr(_get_detail(self).type_, "__cuda_array_interface__"):
+        if not hasattr(state_of(self).type_, "__cuda_array_interface__"):
             raise AttributeError(
                 "__cuda_array_interface__ (the proxied object is not a CUDA array)"
             )
         return _use(self).__cuda_array_interface__
 
 
-# ``ProxyObject(detail)`` without the ``__init__`` call, for the set hot path.
+# ``ProxyObject(state)`` without the ``__init__`` call, for the set hot path.
 _new_object = object.__new__
-_set_detail = ProxyObject._pxy.__set__  # type: ignore[attr-defined]
+_set_state = ProxyObject._pxy.__set__  # type: ignore[attr-defined]
 
 
 def _unary(op: Any) -> Any:
@@ -335,7 +366,11 @@ for _name in ("neg", "pos", "abs", "invert"):
     setattr(ProxyObject, f"__{_name}__", _unary(getattr(operator, _name)))
 
 
-@sizeof.register(ProxyObject)
 def _sizeof_proxy(proxy: ProxyObject) -> int:
     """dask asks every task output's size; answering must not unspill."""
-    return int(_get_detail(proxy).meta.get("nbytes", 0))
+    return int(state_of(proxy).meta.get("nbytes", 0))
+
+
+def register_sizeof() -> None:
+    """Teach ``dask.sizeof`` a proxy's size (called by ``reference_impl.register``)."""
+    sizeof.register(ProxyObject)(_sizeof_proxy)

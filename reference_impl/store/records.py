@@ -23,7 +23,7 @@ class Record(weakref.ref):
     """
 
     __slots__ = (
-        "pid", "holders", "tier", "alloc_id", "alloc_nbytes", "more_allocs", "host_nbytes", "disk_nbytes",
+        "pid", "holders", "tier", "alloc_id", "alloc_nbytes", "more_allocs", "held_nbytes",
         "restore_nbytes", "tick", "lru", "seq", "raw_id", "__weakref__",
     )  # fmt: skip
 
@@ -38,14 +38,15 @@ class Record(weakref.ref):
         # for one key (the common case: no set to allocate, or to reach on every use),
         # a set of two or more otherwise.
         self.holders: Entry | set[Entry] | None = None
+        # Where its bytes are: the one field that says so, written only by Accounting (the
+        # proxy's state holds what this tier keeps; an external's ``lru`` follows it).
         self.tier = "device"
         # Its device allocations (none unless on device). One, the common case, sits in
         # two slots (no dict to allocate or to reach on every del); two or more in a dict.
         self.alloc_id: int | None = None
         self.alloc_nbytes = 0
         self.more_allocs: dict[int, int] | None = None
-        self.host_nbytes = 0
-        self.disk_nbytes = 0
+        self.held_nbytes = 0  # bytes it holds on host or disk (device bytes: its allocs)
         self.restore_nbytes = 0  # device bytes needed to bring it back
         self.tick = 0
         self.lru = 0  # which of Recency's lists holds it (lru.NONE, DEVICE, HOST)

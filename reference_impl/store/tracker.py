@@ -19,18 +19,20 @@ from .containers import is_leaf, walk
 from .dispatch import ARRAY, handler_for
 from .errors import StoreClosedError
 from .mover import TierMover
-from .proxy import ProxyObject, _Detail, _get_detail, _new_object, _set_detail
+from .proxy import ProxyObject, ProxyState, _new_object, _set_state, state_of
 from .records import Record
+from .serialize import Payload
 
 
 class Tracker:
     """Turns device leaves into tracked proxies and forgets dead ones."""
 
-    def __init__(self, tiers: TierMover, store_ref: weakref.ref) -> None:
+    def __init__(self, tiers: TierMover, manager_ref: weakref.ref) -> None:
         self.tiers = tiers
         self.index = tiers.index
+        self.accounting = tiers.accounting
         self.device = tiers.device
-        self.store_ref = store_ref
+        self.manager_ref = manager_ref
         self.inbox: deque[Record] = deque()
         self._queue_dead = self.inbox.append  # the weakref callback: no lock, no allocation
         self._pids = itertools.count(1)
@@ -53,61 +55,61 @@ class Tracker:
         pair = device.allocation_of(x) if handler is ARRAY else None
         proxy = index.proxy_of(x, None if pair is None else pair[0])
         if proxy is not None:  # the same device object again: reuse its proxy
-            pids.append(_get_detail(proxy).rec.pid)
+            pids.append(state_of(proxy).rec.pid)
             return proxy
-        detail = _Detail(x, handler, device)
-        proxy = _new_object(ProxyObject)  # ProxyObject(detail) without the __init__ call
-        _set_detail(proxy, detail)
+        state = ProxyState(x, handler, device)
+        proxy = _new_object(ProxyObject)  # ProxyObject(state) without the __init__ call
+        _set_state(proxy, state)
         # track(), inlined for a device object (the hot path of every set)
         pid = next(self._pids)
         rec = Record(proxy, self._queue_dead)
         rec.pid = pid
-        detail.rec = rec
-        detail.store_ref = self.store_ref
+        state.rec = rec
+        state.manager_ref = self.manager_ref
         index.records[pid] = rec
-        index.add_allocs(rec, detail, device, pair)
+        index.add_allocs(rec, state, device, pair)
         pids.append(pid)
         return proxy
 
     def adopt(self, proxy: ProxyObject, pids: list[int]) -> ProxyObject:
         """Take over an unmanaged proxy (unpickled, or from a closed store)."""
-        detail = _get_detail(proxy)
-        owner = detail.store()
-        if owner is not None and owner is self.store_ref():
-            pids.append(detail.rec.pid)
+        state = state_of(proxy)
+        owner = state.manager()
+        if owner is not None and owner is self.manager_ref():
+            pids.append(state.rec.pid)
             return proxy
-        if owner is not None and not owner._closed:
+        if owner is not None and not owner.closed:
             raise ValueError(
                 "this ProxyObject is already managed by another ProxifyHostFile "
                 f"({owner!r}); counting it in two stores would double count it"
             )
-        if detail.obj is None and detail.payload is None:
+        tier = state.tier
+        if tier not in ("device", "host"):
             raise StoreClosedError(
                 "this ProxyObject's spilled data was removed when its store closed"
             )
-        if detail.obj is not None and handler_for(detail.obj, self.device) is None:
+        if tier == "device" and handler_for(state.held, self.device) is None:
             raise ValueError(
                 f"this ProxyObject holds an object of another device, not {self.device!r}"
             )
-        detail.device = self.device
-        pids.append(self.track(proxy, detail).pid)
+        state.device = self.device
+        pids.append(self.track(proxy, state).pid)
         return proxy
 
-    def track(self, proxy: ProxyObject, detail: _Detail) -> Record:
+    def track(self, proxy: ProxyObject, state: ProxyState) -> Record:
         pid = next(self._pids)
         rec = Record(proxy, self._queue_dead)
         rec.pid = pid
-        detail.rec = rec
-        detail.store_ref = self.store_ref
+        state.rec = rec
+        state.manager_ref = self.manager_ref
         self.index.records[pid] = rec
-        if detail.obj is not None:
-            self.index.add_allocs(rec, detail, self.device)
+        payload = state.held
+        if type(payload) is not Payload:
+            self.index.add_allocs(rec, state, self.device)
         else:
-            rec.tier = "host"
-            rec.host_nbytes = detail.payload.nbytes
             # What a copy back costs the device: frames undercount arrays pickled in band.
-            rec.restore_nbytes = int(detail.meta.get("nbytes", 0)) or detail.payload.frames_nbytes
-            self.tiers.host_bytes += rec.host_nbytes
+            rec.restore_nbytes = int(state.meta.get("nbytes", 0)) or payload.frames_nbytes
+            self.accounting.move(rec, "host", payload.nbytes)
         return rec
 
     def drain(self) -> None:
@@ -127,8 +129,6 @@ class Tracker:
             self.tiers.recency.remove(rec)
         if rec.tier == "device":
             self.index.drop_allocs(rec)
-        elif rec.tier == "host":
-            self.tiers.host_bytes -= rec.host_nbytes
         else:
-            self.tiers.disk_bytes -= rec.disk_nbytes  # the file died with its proxy
+            self.accounting.forget(rec)  # on disk, the file died with its proxy
         rec.pid = 0  # drain() skips it when its weakref callback queued it too

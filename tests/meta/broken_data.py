@@ -123,9 +123,9 @@ class HostValuesMeasuredShallow(_Broken):
 
 
 # ------------------------------------------------------------------ externals
-def _keep_file_of(detail):
-    file = detail.file
-    if file is not None and os.path.exists(file.path):
+def _keep_file_of(state):
+    file = state.held
+    if hasattr(file, "path") and os.path.exists(file.path):
         try:
             os.link(file.path, file.path + ".orphan")
         except OSError:
@@ -140,11 +140,11 @@ class ExternalDiesKeepsFile(_Broken):
     violates = ("7.3", "3.5")
 
     def register_external(self, store, obj):
-        from reference_impl.store.proxy import ProxyObject, _get_detail
+        from reference_impl.store.proxy import ProxyObject, state_of
 
         proxy = super().register_external(store, obj)
-        if type(proxy) is ProxyObject:  # private: the file the proxy's detail holds at death
-            weakref.finalize(proxy, _keep_file_of, _get_detail(proxy))
+        if type(proxy) is ProxyObject:  # private: the file the proxy's state holds at death
+            weakref.finalize(proxy, _keep_file_of, state_of(proxy))
         return proxy
 
 
@@ -164,7 +164,7 @@ class ExternalDiesKeepsHostBytes(_Broken):
         def forget(self, pid, **kwargs):
             rec = self.index.records.get(pid)
             if rec is not None and rec.external and rec.tier == "host":
-                rec.host_nbytes = 0  # "externals are not in the host tally": they are
+                rec.held_nbytes = 0  # "externals are not in the host tally": they are
             return real(self, pid, **kwargs)
 
         Tracker.forget = forget
@@ -368,7 +368,7 @@ class WritesToTransientCopyLost(_Broken):
         super().__init__()
         from reference_impl.store.hostfile import ProxifyHostFile
 
-        ProxifyHostFile._write_back = lambda self, proxy, detail, obj: None
+        ProxifyHostFile.proxy_write_back = lambda self, state, obj: None
 
 
 class _NativeOrder(_ArrayTypeVariant):
@@ -795,7 +795,7 @@ class PickledAsHostArray(_Broken):
         from reference_impl.store import proxy as P
 
         def __reduce__(self):
-            return np.asarray, (P._get_detail(self).device.to_host(P._use(self)),)
+            return np.asarray, (P.state_of(self).device.to_host(P._use(self)),)
 
         P.ProxyObject.__reduce__ = __reduce__
 

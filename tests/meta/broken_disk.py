@@ -64,14 +64,14 @@ class PickledSpillUnauthenticated(_Broken):
         super().__init__()
         from reference_impl.store.hostfile import ProxifyHostFile
 
-        real = ProxifyHostFile._pickle_state
+        real = ProxifyHostFile.proxy_host_state
 
-        def _pickle_state(self, detail):
-            if detail.obj is None and detail.payload is None and detail.file is not None:
-                return raw_payload(detail.file.path)
-            return real(self, detail)
+        def proxy_host_state(self, state):
+            if state.tier == "disk":
+                return raw_payload(state.held.path)
+            return real(self, state)
 
-        ProxifyHostFile._pickle_state = _pickle_state
+        ProxifyHostFile.proxy_host_state = proxy_host_state
 
 
 class MacIgnoresFileName(_Broken):

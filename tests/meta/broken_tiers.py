@@ -137,7 +137,7 @@ class PickleUnspills(_Broken):
 
         def __reduce__(self):
             obj = P._use(self)  # real use: unspill, touch
-            d = P._get_detail(self)
+            d = P.state_of(self)
             return P._rebuild_proxy, (obj, d.meta, d.type_, d.handler)
 
         P.ProxyObject.__reduce__ = __reduce__
@@ -155,19 +155,19 @@ class UseIsNotRecorded(_Broken):
         from reference_impl.store.hostfile import ProxifyHostFile
         from reference_impl.store.recency import DEVICE
 
-        real = ProxifyHostFile._use_proxy
+        real = ProxifyHostFile.proxy_use
 
-        def _use_proxy(self, proxy, detail):
+        def proxy_use(self, state):
             with self._lock:  # private: put the device LRU back as it was before the use
                 recency = self._recency
                 order = recency.device_units()
-                obj = real(self, proxy, detail)
+                obj = real(self, state)
                 for unit in order:
                     if unit.lru == DEVICE:
                         recency._append(unit, next(recency.ticks))  # re-queued in the old order
                 return obj
 
-        ProxifyHostFile._use_proxy = _use_proxy
+        ProxifyHostFile.proxy_use = proxy_use
 
 
 # ------------------------------------------------------------------ cascades and limits

@@ -22,13 +22,13 @@ class HostLoadRemovesFileFirst(_Broken):
         from reference_impl.store.mover import TierMover
 
         def load_host_value(self, entry):
-            payload = self.disk.read(entry.file, repr(entry.key))
-            self.stats["disk_read_bytes"] += entry.file.nbytes
-            self.disk_bytes -= entry.file.nbytes
-            entry.file.remove()  # the bug: the file goes before the value is back
+            file = entry.file
+            payload = self.disk.read(file, repr(entry.key))
+            self.stats["disk_read_bytes"] += file.nbytes
+            file.remove()  # the bug: the file goes before the value is back
             entry.file = None
             entry.value = serialize.loads(payload)
-            self.host_bytes += entry.leaf_nbytes
+            self.accounting.move_value("disk", file.nbytes, "host", entry.leaf_nbytes)
             self.place(entry)
 
         TierMover.load_host_value = load_host_value
