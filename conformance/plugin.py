@@ -14,7 +14,6 @@ import difflib
 import fnmatch
 import os
 import platform
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -617,24 +616,12 @@ class _Recorder:
             self.state.results.add(report, props)
 
 
-def _git(*args: str) -> str | None:
-    root = PACKAGE_DIR.parent
-    try:
-        proc = subprocess.run(
-            ["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=True
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return proc.stdout.strip()
-
-
 def _commit() -> tuple[str | None, bool]:
     """The project's commit and whether tracked files differ from it; (None, False) when the
     suite does not run from its own git checkout."""
-    top = _git("rev-parse", "--show-toplevel")
-    if not top or Path(top).resolve() != PACKAGE_DIR.parent.resolve():
-        return None, False
-    return _git("rev-parse", "HEAD"), bool(_git("status", "--porcelain", "--untracked-files=no"))
+    from .gitinfo import checkout
+
+    return checkout(PACKAGE_DIR.parent)
 
 
 def _finish_meta(state: _State) -> None:

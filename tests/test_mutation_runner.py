@@ -43,6 +43,11 @@ def test_signature_ignores_position_and_paths():
     b = "--- a/other/m.py\n+++ b/other/m.py\n@@ -90 +90 @@\n-    y = a + b\n+    y = a - b\n"
     assert report.signature("m.py", "op", "f", a) == report.signature("m.py", "op", "f", b)
     assert report.signature("m.py", "op", "g", a) != report.signature("m.py", "op", "f", a)
+    # a module renamed since its survivors were triaged keeps their signatures
+    new, old = "reference_impl/store/recency.py", "reference_impl/store/lru.py"
+    assert report.FORMERLY[new] == old
+    assert report.signature(new, "op", "f", a) == report.signature(old, "op", "f", a)
+    assert report.signature(new, "op", "f", a) != report.signature("m.py", "op", "f", a)
 
 
 def test_wilson_interval_brackets_the_proportion():

@@ -46,6 +46,20 @@ from .tracker import Tracker
 OOM_LOCK_TIMEOUT_S = 5.0
 
 
+def _check_key(key: object) -> None:
+    try:
+        hash(key)
+    except TypeError:
+        raise TypeError(
+            f"store keys must be hashable; got unhashable key of type {type(key).__name__}"
+        ) from None
+
+
+def _check_nbytes(nbytes: object) -> None:
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+        raise ValueError(f"evict(nbytes): nbytes must be a non-negative int, got {nbytes!r}")
+
+
 class _OomHook:
     """The device's OOM handler; holds the store weakly so the store can be collected."""
 
@@ -227,7 +241,7 @@ class ProxifyHostFile(MutableMapping):
             self._tracker.drain()
             return value
 
-    @locked(check=lambda key: _check_key(key))
+    @locked(check=_check_key)
     def __delitem__(self, key: Hashable) -> None:
         if key not in self._entries:
             raise KeyError(key)
@@ -310,14 +324,14 @@ class ProxifyHostFile(MutableMapping):
             self._tiers.admit(new)
         return structure
 
-    @locked(check=lambda nbytes: _check_nbytes(nbytes))
+    @locked(check=_check_nbytes)
     def evict(self, nbytes: int) -> int:
         """Spill at least ``nbytes`` of device memory (LRU first); returns bytes freed."""
         freed = self._tiers.evict_device(nbytes)
         self._tiers.cascade()
         return freed
 
-    @locked(check=lambda key: _check_key(key))
+    @locked(check=_check_key)
     def tier_of(self, key: Hashable) -> str:
         """``"device"``, ``"host"`` or ``"disk"``; neither unspills nor touches recency."""
         return self._index.tier(self._entries[key])
@@ -516,17 +530,3 @@ class ProxifyHostFile(MutableMapping):
         # Still referenced outside the store: it becomes an external of least recency.
         self._tiers.place(rec)
         self._recency.make_oldest(rec)
-
-
-def _check_key(key: object) -> None:
-    try:
-        hash(key)
-    except TypeError:
-        raise TypeError(
-            f"store keys must be hashable; got unhashable key of type {type(key).__name__}"
-        ) from None
-
-
-def _check_nbytes(nbytes: object) -> None:
-    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
-        raise ValueError(f"evict(nbytes): nbytes must be a non-negative int, got {nbytes!r}")

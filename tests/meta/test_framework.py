@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import textwrap
 
 import pytest
@@ -59,9 +58,9 @@ def test_report_says_what_was_run_and_links_clauses(tmp_path):
     head = md.split("| ID |")[0].removeprefix("# Conformance report\n\n")
     import zict
 
-    commit = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True
-    ).stdout.strip()
+    from conformance.gitinfo import commit as head_commit
+
+    commit = head_commit(cwd=REPO)
     assert f"- implementations: zict {zict.__version__} (`zict`)" in head, head
     for line in ("- device: sim", "- profile: ci", f"- commit: {commit}"):
         assert line in head, head
