@@ -172,8 +172,8 @@ class ProxifyHostFile(MutableMapping):
         )
 
     # --- MutableMapping ------------------------------------------------------
-    # The hot paths (set, get, pop, a proxy's use) spell the lock's preamble out: the
-    # decorator's frame would cost them a measurable share (docs/benchmarks.md).
+    # The hot paths (set, get, del, pop, a proxy's use) spell the lock's preamble out: the
+    # decorator's frame cost del 0.3 us of its 1.5 (docs/benchmarks.md, issue 28).
     def __setitem__(self, key: Hashable, value: Any) -> None:
         try:
             hash(key)
@@ -241,11 +241,15 @@ class ProxifyHostFile(MutableMapping):
             self._tracker.drain()
             return value
 
-    @locked(check=_check_key)
     def __delitem__(self, key: Hashable) -> None:
-        if key not in self._entries:
-            raise KeyError(key)
-        self._remove_entry(key)
+        _check_key(key)
+        with self._lock:
+            self._enter()
+            if key not in self._entries:
+                raise KeyError(key)
+            self._remove_entry(key)
+            if self._inbox:
+                self._tracker.drain()
 
     # The mixin versions read, then delete, in two calls: another thread could delete
     # the key in between. Under the (reentrant) store lock each is one step.

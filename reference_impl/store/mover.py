@@ -65,9 +65,19 @@ class TierMover:
     # --- admission and eviction ----------------------------------------------
     def admit_new(self, entry: Entry) -> None:
         """A key's new value, in the index already: count a host value, place it, make room."""
+        accounting = self.accounting
         if entry.is_host_value:  # a device value's small host leaves ride with it
-            self.accounting.add_value(ON_HOST, entry.leaf_nbytes)
-        self.admit_one(entry)
+            accounting.add_value(ON_HOST, entry.leaf_nbytes)
+        elif accounting.device_bytes <= self.device_memory_limit:
+            # The hot path of every set: one solo unit, already on device, and it all fits.
+            rec = self.index.solo_record(entry)
+            if rec is not None and rec.tier == "device":
+                self.recency.place_newest(entry)
+                limit = self.memory_limit
+                if limit is not None and accounting.host_bytes > limit:
+                    self.cascade()
+                return
+        self.admit([entry])
 
     def discard(self, entry: Entry) -> None:
         """A key's value leaves the store: out of the queues, its host value uncounted."""
@@ -78,20 +88,6 @@ class TierMover:
             file.remove()
         elif entry.is_host_value:
             self.accounting.remove_value(ON_HOST, entry.leaf_nbytes)
-
-    def admit_one(self, unit: Unit) -> None:
-        """:meth:`admit` for one unit, with the common case inlined."""
-        index = self.index
-        if self.accounting.device_bytes <= self.device_memory_limit:
-            # The hot path: one solo unit, already on device, and everything fits.
-            rec = index.solo_record(unit)
-            if rec is not None and rec.tier == "device":
-                self.recency.place_newest(unit)
-                limit = self.memory_limit
-                if limit is not None and self.accounting.host_bytes > limit:
-                    self.cascade()
-                return
-        self.admit([unit])
 
     def admit(self, units: list[Unit]) -> None:
         """Place freshly stored/registered units on device (or host if too large), MRU."""
