@@ -511,7 +511,9 @@ class ProxifyHostFile(MutableMapping):
 
     def _remove_entry(self, key: Hashable) -> None:
         entry = self._entries.pop(key)
-        self._tiers.discard(entry)
+        self._recency.remove(entry)
+        if entry.is_host_value:  # its bytes leave the totals; a device value's go with its proxies
+            self._tiers.discard_host_value(entry)
         rec = entry.rec
         entry.value = None  # drop our references: unshared proxies die right here
         if rec is not None:  # one proxy, the common case

@@ -79,14 +79,13 @@ class TierMover:
                 return
         self.admit([entry])
 
-    def discard(self, entry: Entry) -> None:
-        """A key's value leaves the store: out of the queues, its host value uncounted."""
-        self.recency.remove(entry)
+    def discard_host_value(self, entry: Entry) -> None:
+        """A key's host value leaves the store: uncounted, its file (if any) removed."""
         file = entry.file
         if file is not None:
             self.accounting.remove_value(DISK, file.nbytes)
             file.remove()
-        elif entry.is_host_value:
+        else:
             self.accounting.remove_value(ON_HOST, entry.leaf_nbytes)
 
     def admit(self, units: list[Unit]) -> None:
