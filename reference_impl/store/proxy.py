@@ -73,8 +73,12 @@ class ProxyManager(Protocol):
     """What a proxy asks of the store that manages it (dask-cuda's ``ProxyManager`` role).
 
     A proxy reaches its manager through a weak reference and calls only these; a store
-    implements them under its own lock.
+    implements them under its own lock. ``closed``: a store adopting a proxy asks whether its
+    manager still holds it.
     """
+
+    @property
+    def closed(self) -> bool: ...
 
     def proxy_use(self, state: ProxyState) -> Any:
         """The device object for a real use: unspilled (after making room) and touched."""
