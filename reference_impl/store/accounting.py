@@ -15,6 +15,7 @@ from __future__ import annotations
 from .records import Record
 
 DEVICE, HOST, DISK = "device", "host", "disk"
+GONE = "gone"  # a forgotten record's tier: counted nowhere
 
 
 class Accounting:
@@ -61,9 +62,8 @@ class Accounting:
 
     def forget(self, rec: Record) -> None:
         """``rec`` leaves the store: its host or disk bytes go (device bytes go with its
-        allocations)."""
-        if rec.tier != DEVICE:
-            self.move(rec, DEVICE)
+        allocations, freed by the index)."""
+        self.move(rec, GONE)
 
     # --- host values ---------------------------------------------------------------
     def add_value(self, tier: str, nbytes: int) -> None:

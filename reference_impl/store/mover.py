@@ -77,7 +77,7 @@ class TierMover:
                 if limit is not None and accounting.host_bytes > limit:
                     self.cascade()
                 return
-        self.admit([entry])
+        self._place_new([entry])  # not admit(): its one-unit check just failed here
 
     def discard_host_value(self, entry: Entry) -> None:
         """A key's host value leaves the store: uncounted, its file (if any) removed."""
@@ -99,6 +99,11 @@ class TierMover:
                 recency.place_newest(unit)
                 self.cascade()
                 return
+        self._place_new(units)
+
+    def _place_new(self, units: list[Unit]) -> None:
+        """:meth:`admit` past its one-unit check: place each unit's group, then make room."""
+        index, recency, accounting = self.index, self.recency, self.accounting
         pinned = recency.pin(units)
         try:
             for unit in units:

@@ -128,7 +128,7 @@ class Tracker:
         if unit:
             self.tiers.recency.remove(rec)
         if rec.tier == "device":
-            self.index.drop_allocs(rec)
+            self.index.drop_allocs(rec)  # the common case: no second call on every del
         else:
             self.accounting.forget(rec)  # on disk, the file died with its proxy
         rec.pid = 0  # drain() skips it when its weakref callback queued it too

@@ -141,7 +141,7 @@ UNSPILL_ROOM_OF_BASE = mutant(
 )
 # Not a survivor: the plain case of the same property, written by hand in the same form.
 SET_EVICTS_THRICE = mutant(
-    "mutant-set-evicts-thrice", ("4.9",), "reference_impl.store.mover", "TierMover.admit",
+    "mutant-set-evicts-thrice", ("4.9",), "reference_impl.store.mover", "TierMover._place_new",
     "self.evict_device(accounting.device_bytes - self.device_memory_limit)",
     "self.evict_device(3 * (accounting.device_bytes - self.device_memory_limit))",
 )
