@@ -164,6 +164,18 @@ class ProxifyHostFile(MutableMapping):
     def closed(self) -> bool:
         return self._closed
 
+    # One read of a counter, no lock, no walk over the keys (``stats()`` walks them): what a
+    # caller checking room on every chunk of a shuffle can afford. Exact between calls.
+    @property
+    def device_bytes(self) -> int:
+        """Device bytes the store holds now (each base allocation once)."""
+        return self._accounting.device_bytes
+
+    @property
+    def host_bytes(self) -> int:
+        """Host bytes the store holds now: spilled frames and host values."""
+        return self._accounting.host_bytes
+
     def __repr__(self) -> str:
         a = self._accounting
         return (

@@ -79,6 +79,8 @@ def check_store(store: Any, ledger_bytes: int | None = None) -> None:
         assert totals == (device, host, disk), (
             f"totals (device, host, disk) {totals} != the sums over records {(device, host, disk)}"
         )
+        public = (store.device_bytes, store.host_bytes)
+        assert public == (device, host), f"the O(1) counters {public} != the sums {(device, host)}"
         if ledger_bytes is not None:
             assert device == ledger_bytes, f"device bytes {device:,} != the ledger's {ledger_bytes:,}"
         assert (recency.n_device, recency.n_host) == (n_queued[DEVICE], n_queued[HOST]), (
