@@ -21,6 +21,7 @@ from . import plan as planning
 from .barrier import barrier
 from .coordinator import REGISTER_OP, ShuffleSchedulerPlugin
 from .plugin import EXTENSION, ShuffleWorkerPlugin
+from .spec import ShuffleSpec
 from .transfer import transfer
 from .unpack import unpack
 
@@ -103,12 +104,7 @@ def shuffle(
         where = next((w for w in holding if w in workers), None) or workers[i % len(workers)]
         by_worker.setdefault(where, []).append(i)
 
-    spec = {
-        "on": keys,
-        "npartitions": npartitions,
-        "placement": placement,
-        "schema": schema,
-    }
+    spec = ShuffleSpec(shuffle_id, tuple(keys), npartitions, tuple(placement), schema)
     transfer_keys = {w: f"{shuffle_id}-transfer-{n}" for n, w in enumerate(sorted(by_worker))}
     barrier_key = f"{shuffle_id}-barrier"
     unpack_keys = [f"{shuffle_id}-unpack-{i}" for i in range(npartitions)]
@@ -124,7 +120,6 @@ def shuffle(
     transfers = [
         client.submit(
             transfer,
-            shuffle_id,
             spec,
             indices,
             *[futures[i] for i in indices],
@@ -135,14 +130,13 @@ def shuffle(
         )
         for w, indices in sorted(by_worker.items())
     ]
-    done = client.submit(barrier, shuffle_id, spec, *transfers, key=barrier_key, pure=False)
+    done = client.submit(barrier, spec, *transfers, key=barrier_key, pure=False)
     del transfers
     return [
         client.submit(
             unpack,
-            shuffle_id,
-            i,
             done,
+            i,
             key=unpack_keys[i],
             workers=[placement[i]],
             allow_other_workers=False,

@@ -23,6 +23,14 @@ class ShuffleError(RuntimeError):
     def __reduce__(self):  # keyword state does not survive the default pickling
         return type(self), (self.shuffle_id, self.phase, self.worker, self.reason)
 
+    def copy(self) -> ShuffleError:
+        """A fresh copy, without a traceback, to raise or return in another place.
+
+        A stored exception raised again keeps the traceback of every raise, and with it
+        the frames (the inputs and shards they hold) of each task it passed, in a cycle
+        only a garbage collection frees."""
+        return type(self)(self.shuffle_id, self.phase, self.worker, self.reason)
+
 
 class ShuffleClosedError(ShuffleError):
     """The shuffle was already cleaned up on this worker (finished, failed or cancelled)."""

@@ -10,7 +10,6 @@ refused with its name instead of failing halfway through a transfer.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -20,15 +19,6 @@ from reference_impl.table import ColumnNotFoundError, SchemaMismatchError, Table
 from reference_impl.table.partition import MAX_PARTITIONS, partition_ids, partition_table
 
 _PROBE_DEVICE: SimDevice | None = None
-
-
-@dataclass(frozen=True)
-class Plan:
-    on: list[str]
-    npartitions: int
-    schema: pa.Schema
-    workers: list[str]  # sorted
-    placement: list[str]  # output i -> worker address
 
 
 def check_arguments(n_inputs: int, on: str | Sequence[str], npartitions: Any) -> list[str]:

@@ -1,120 +1,49 @@
-"""The worker-side shuffle extension: per-shuffle state, the comm handlers, room.
+"""The worker side of the shuffle: one extension per worker, tying its parts together.
 
-``ShuffleWorkerPlugin`` installs one ``ShuffleExtension`` per worker. It owns:
+``ShuffleWorkerPlugin`` installs one ``ShuffleExtension`` per worker, which holds:
 
-- ``runs``: one :class:`ShuffleRun` per active shuffle id, holding the shards
-  received for this worker's outputs. Each shard is registered with the
-  worker's ProxifyHostFile through ``register_external``, so it counts toward
-  the device limit and spills to host and disk under pressure; the run holds
-  the only strong reference, so dropping it frees the shard (and its file).
-- the handlers: ``device_shuffle_receive`` (an RPC: shards in, host frames
-  decoded onto this worker's device after room is made) and the scheduler's
-  ``device_shuffle_close`` / ``device_shuffle_fail`` stream messages.
-- room: bytes the shuffle is about to allocate outside the store (a
-  partitioned input, an arriving batch, an output being assembled) are reserved
-  here and the store spills first, so store + reservations stay under its limit.
-- bytes in flight: sends wait while this worker has ``max_in_flight`` bytes out.
-- a full disk: the store keeps a value it cannot write in host memory (beyond its
-  ``memory_limit``, with a SpillWarning); a shuffle whose shards could not spill fails
-  instead, with a ShuffleError naming the phase, the worker and the spill directory.
+- ``runs``: one :class:`~.run.ShuffleRun` per active shuffle id, with the shards
+  received for this worker's outputs in one buffer per output (:mod:`.buffers`);
+- ``room`` and ``budget`` (:mod:`.limiter`): device bytes reserved against the store's
+  limit, host bytes the received shards may hold before they go to their files;
+- ``comms`` (:mod:`.comms`): the sends, their bytes in flight, flush and cancel;
+- the handlers: ``device_shuffle_receive`` (an RPC: packed shards in, appended to
+  their outputs' buffers, no device work) and the scheduler's ``device_shuffle_close`` /
+  ``device_shuffle_fail`` stream messages.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import gc
+import os
 import threading
 import traceback
-import warnings
-from collections import OrderedDict, deque
-from collections.abc import Iterator
+from collections import OrderedDict
 from typing import Any
 
 import dask.config
 import distributed
 from distributed.diagnostics.plugin import WorkerPlugin
-from distributed.utils import offload, sync
+from distributed.utils import offload
 
 from reference_impl.device import get_device, parse_bytes
-from reference_impl.store import ProxifyHostFile, SpillWarning
+from reference_impl.store import ProxifyHostFile
 
+from .buffers import RunBuffers
+from .comms import RECEIVE_OP, Comms
 from .errors import ShuffleClosedError, ShuffleError
-from .shards import ShardMeta, copy_table, describe
+from .limiter import HOST_DEFAULT, HOST_FLOOR, DeviceRoom, HostBudget
+from .run import ShuffleRun
 
 EXTENSION = "device_shuffle"
-RECEIVE_OP = "device_shuffle_receive"
 CLOSE_OP = "device_shuffle_close"
 FAIL_OP = "device_shuffle_fail"
 MAX_IN_FLIGHT = "64 MiB"  # per worker; config key reference-impl.shuffle.max-in-flight
 _CLOSED_REMEMBERED = 10_000
-_SPILL_WARNINGS: deque[str] = deque(maxlen=4)  # the store's last SpillWarnings, this process
-_HOOKED = False
 
 
-def _capture_spill_warnings() -> None:
-    """Keep the text of the store's SpillWarnings (file, OS error) for a disk-full error."""
-    global _HOOKED
-    if _HOOKED:
-        return
-    _HOOKED = True
-    previous = warnings.showwarning
-
-    def showwarning(message, category, filename, lineno, file=None, line=None):
-        if issubclass(category, SpillWarning):
-            _SPILL_WARNINGS.append(str(message))
-        return previous(message, category, filename, lineno, file, line)
-
-    warnings.showwarning = showwarning
-
-
-class ShuffleRun:
-    """One shuffle's state on one worker: shards by output, then by input index."""
-
-    def __init__(self, shuffle_id: str, worker: str, disk_errors: int = 0) -> None:
-        self.id = shuffle_id
-        self.worker = worker
-        self.disk_errors = disk_errors  # the store's failed disk writes when the run began
-        self.lock = threading.Lock()
-        self.shards: dict[int, dict[tuple[int, int], tuple[ShardMeta, Any]]] = {}
-        self.unpacked: set[int] = set()
-        self.failure: ShuffleError | None = None
-        self.sends: list[asyncio.Task] = []
-
-    def check(self) -> None:
-        if self.failure is not None:
-            raise self.error()
-
-    def error(self) -> ShuffleError:
-        """A fresh copy of the failure to raise: a stored exception raised would keep
-        the traceback of every raise, and with it the frames (and the inputs and shards
-        they hold) of the tasks that hit it, in a cycle only a garbage collection frees."""
-        f = self.failure
-        assert f is not None
-        return type(f)(f.shuffle_id, f.phase, f.worker, f.reason)
-
-    def add(self, output: int, meta: ShardMeta, obj: Any) -> None:
-        """Keep a shard; one sent again (a rerun input) replaces the first copy."""
-        with self.lock:
-            self.check()
-            if output in self.unpacked:
-                raise ShuffleError(
-                    self.id, "transfer", self.worker,
-                    f"a shard of output {output} arrived after that output was unpacked",
-                )
-            self.shards.setdefault(output, {})[meta.source] = (meta, obj)
-
-    def take(self, output: int) -> list[tuple[ShardMeta, Any]]:
-        """Output ``output``'s shards in input order, handed over (no longer held here)."""
-        with self.lock:
-            self.check()
-            self.unpacked.add(output)
-            got = self.shards.pop(output, {})
-        return [got[i] for i in sorted(got)]
-
-    def n_shards(self) -> int:
-        with self.lock:
-            return sum(len(s) for s in self.shards.values())
+def _config_bytes(key: str, default: Any) -> int:
+    return parse_bytes(dask.config.get(f"reference-impl.shuffle.{key}", default), what=key)
 
 
 class ShuffleExtension:
@@ -124,15 +53,15 @@ class ShuffleExtension:
         self.worker = worker
         self.runs: dict[str, ShuffleRun] = {}
         self.closed: OrderedDict[str, tuple[str, str | None, str | None]] = OrderedDict()
-        self.max_in_flight = parse_bytes(
-            dask.config.get("reference-impl.shuffle.max-in-flight", MAX_IN_FLIGHT),
-            what="max-in-flight",
+        self.comms = Comms(worker, _config_bytes("max-in-flight", MAX_IN_FLIGHT))
+        self.room = DeviceRoom(lambda: self.store)
+        self.budget = HostBudget(
+            lambda: self.store,
+            floor=_config_bytes("host-floor", HOST_FLOOR),
+            default=_config_bytes("host-buffer", HOST_DEFAULT),
         )
-        self.in_flight = 0
-        self.reserved = 0
+        self.write_errors = 0  # failed writes of shards to their files, over all runs
         self._lock = threading.Lock()
-        self._room_lock = threading.Lock()
-        self._flight: asyncio.Condition | None = None
         worker.handlers[RECEIVE_OP] = self.receive
         worker.stream_handlers[CLOSE_OP] = self.close_run
         worker.stream_handlers[FAIL_OP] = self.fail_run
@@ -159,6 +88,20 @@ class ShuffleExtension:
         store = self.store
         return store.device if store is not None else get_device("auto")
 
+    @property
+    def in_flight(self) -> int:
+        return self.comms.in_flight
+
+    @property
+    def reserved(self) -> int:
+        return self.room.reserved
+
+    def shard_directory(self, shuffle_id: str) -> str:
+        """Where a run's shard files go: beside the store's spill files (its disk)."""
+        store = self.store
+        base = store.spill_dir if store is not None else self.worker.local_directory
+        return os.path.join(base, shuffle_id)
+
     # --- runs -------------------------------------------------------------------------
     def get_run(self, shuffle_id: str, phase: str) -> ShuffleRun:
         """This worker's state of ``shuffle_id``, made on first use; a closed id raises."""
@@ -171,10 +114,9 @@ class ShuffleExtension:
                 )
             run = self.runs.get(shuffle_id)
             if run is None:
-                store = self.store
-                failed = store.stats()["disk_errors"] if store is not None else 0
-                run = ShuffleRun(shuffle_id, self.worker.address, failed)
-                self.runs[shuffle_id] = run
+                me = self.worker.address
+                buffers = RunBuffers(shuffle_id, me, self.shard_directory(shuffle_id), self.budget)
+                run = self.runs[shuffle_id] = ShuffleRun(shuffle_id, me, buffers)
             return run
 
     def close_run(
@@ -185,14 +127,14 @@ class ShuffleExtension:
         worker: str | None = None,
         collect: bool = True,
     ) -> None:
-        """Forget ``shuffle_id``: drop its shards (the store forgets them, files go), stop
-        its sends, and refuse anything that still arrives for it. ``phase`` and ``worker``
-        name a lost worker that ended the shuffle, for the errors raised here later.
+        """Forget ``shuffle_id``: drop its shards and files, stop its sends, and refuse
+        anything that still arrives for it. ``phase`` and ``worker`` name a lost worker
+        that ended the shuffle, for the errors raised here later.
 
         Unless the run ended in success (``collect=False``), a garbage collection
         follows: an exception that went through distributed's ``sync`` or an erred task
         sits in reference cycles with the frames of the tasks it passed, and those
-        frames hold the inputs and shards until a collection."""
+        frames hold the inputs until a collection."""
         with self._lock:
             self.closed[shuffle_id] = (reason, phase, worker)
             while len(self.closed) > _CLOSED_REMEMBERED:
@@ -200,13 +142,8 @@ class ShuffleExtension:
             run = self.runs.pop(shuffle_id, None)
         if run is None:
             return
-        with run.lock:
-            if run.failure is None:
-                run.failure = ShuffleClosedError(
-                    shuffle_id, phase or "unpack", worker or run.worker, reason
-                )
-            run.shards.clear()
-        self._cancel_sends(run)
+        run.close(ShuffleClosedError(shuffle_id, phase or "unpack", worker or run.worker, reason))
+        self.comms.cancel(run)
         if collect:
             threading.Thread(target=gc.collect, name="device-shuffle-gc", daemon=True).start()
 
@@ -216,89 +153,32 @@ class ShuffleExtension:
             run = self.runs.get(shuffle_id)
         if run is None:
             return
-        with run.lock:
-            if run.failure is None:
-                run.failure = ShuffleError(shuffle_id, phase, worker, reason)
-        self._cancel_sends(run)
+        run.fail(ShuffleError(shuffle_id, phase, worker, reason))
+        self.comms.cancel(run)
 
-    def _cancel_sends(self, run: ShuffleRun) -> None:
-        def cancel() -> None:
-            for task in run.sends:
-                task.cancel()
-            if self._flight is not None:
-                self._wake()
+    def failed(self, run: ShuffleRun, exc: Exception, phase: str = "transfer") -> ShuffleError:
+        """``exc`` as the ShuffleError a task returns or raises, without a traceback; the
+        run fails with it, so the other workers' sends to this one stop at once."""
+        if isinstance(exc, ShuffleError):
+            error = exc.copy()
+        else:
+            error = ShuffleError(run.id, phase, run.worker, f"{type(exc).__name__}: {exc}")
+        run.fail(ShuffleError(run.id, error.phase, error.worker, f"the {phase} failed: {error.reason}"))
+        self.comms.cancel(run)
+        return error
 
-        self.worker.loop.add_callback(cancel)
-
-    # --- room on the device -------------------------------------------------------------
-    def check_disk(self, run: ShuffleRun, phase: str, stats: dict | None = None) -> None:
-        """Raise (and fail ``run``) if the store failed to write anything to disk since
-        ``run`` began: its shards are stuck in host memory, over the store's limit."""
-        store = self.store
-        if store is None:
-            return
-        stats = stats if stats is not None else store.stats()
-        failed = stats["disk_errors"] - run.disk_errors
-        if failed <= 0:
-            return
-        last = f"; the store said: {_SPILL_WARNINGS[-1]}" if _SPILL_WARNINGS else ""
-        exc = ShuffleError(
-            run.id, phase, self.worker.address,
-            f"the disk is full: {failed} spill write(s) to {store.spill_dir} failed, so shards "
-            f"could not leave host memory (memory_limit {store.memory_limit:,} bytes){last}",
-        )
-        with run.lock:
-            if run.failure is None:
-                run.failure = exc
-        raise run.error()
-
-    @contextlib.contextmanager
-    def room(
-        self, nbytes: int, run: ShuffleRun | None = None, phase: str = "transfer"
-    ) -> Iterator[None]:
-        """Reserve ``nbytes`` of the store's device limit for an allocation the store
-        does not see yet, spilling least recently used data first to make it. With
-        ``run``, a spill that failed to reach disk (since the run began) raises first."""
-        store = self.store
-        nbytes = max(int(nbytes), 0)
-        if store is None or nbytes == 0:
-            yield
-            return
-        with self._room_lock:
-            stats = store.stats()
-            if run is not None:
-                self.check_disk(run, phase, stats)
-            used = stats["device_bytes"]
-            excess = used + self.reserved + nbytes - store.device_memory_limit
-            if excess > 0 and used:
-                store.evict(min(excess, used))
-            self.reserved += nbytes
+    # --- keeping shards -----------------------------------------------------------------
+    def keep(self, run: ShuffleRun, output: int, row: list[int], frames: list) -> None:
+        """Append one packed shard to ``output``'s buffer (a full disk raises here)."""
+        before = run.buffers.write_errors
         try:
-            yield
+            run.add(output, row, frames)
         finally:
-            with self._room_lock:
-                self.reserved -= nbytes
-
-    def keep(self, run: ShuffleRun, output: int, meta: ShardMeta, table: Any) -> None:
-        """Hold a shard for ``output``: registered with the store, so it can spill."""
-        store = self.store
-        obj = store.register_external(table) if store is not None else table
-        run.add(output, meta, obj)
-
-    def keep_local(
-        self, run: ShuffleRun, source: tuple[int, int], items: list[tuple[int, Any]]
-    ) -> None:
-        """Shards for this worker's own outputs: compact copies, no comms."""
-        for output, shard in items:
-            with self.room(shard.nbytes, run):
-                meta, table = copy_table(shard, source)
-                self.keep(run, output, meta, table)
-            del table
-        self.check_disk(run, "transfer")
+            self.write_errors += run.buffers.write_errors - before
 
     # --- receiving ------------------------------------------------------------------------
     async def receive(self, shuffle_id: str, source: tuple[int, int], shards: Any) -> str:
-        """RPC handler: shards of one input for this worker's outputs, as host frames."""
+        """RPC handler: packed shards of one input chunk for this worker's outputs."""
         try:
             run = self.get_run(shuffle_id, "transfer")
         except ShuffleClosedError:
@@ -306,95 +186,17 @@ class ShuffleExtension:
         if run.failure is not None:
             return "failed"
         try:
-            await offload(self._decode_and_keep, run, tuple(source), shards)
+            await offload(self._keep_batch, run, shards)
         except Exception as exc:
-            # Its frames hold the decoded (registered) shards: they must not live on with
-            # the exception until a garbage collection.
             traceback.clear_frames(exc.__traceback__)
-            if isinstance(exc, ShuffleClosedError):  # closed while this batch was decoded
+            if isinstance(exc, ShuffleClosedError):  # closed while this batch was kept
                 return "closed"
             raise  # the sender's error: a full disk here, say
         return "OK"
 
-    def _decode_and_keep(self, run: ShuffleRun, source: tuple[int, int], batch: Any) -> None:
-        from distributed.protocol import deserialize
-
-        for output, header, frames in batch.items():
-            with self.room(sum(memoryview(f).nbytes for f in frames), run):
-                table = deserialize(header, frames)  # onto this process's (the worker's) device
-                self.keep(run, output, describe(table, source), table)
-            del table
-        self.check_disk(run, "transfer")
-
-    # --- sending (called from a task thread) ------------------------------------------------
-    def send(self, run: ShuffleRun, address: str, source: tuple[int, int], batch: Any) -> None:
-        """Start sending ``batch``; blocks only while this worker has too much in flight."""
-        sync(self.worker.loop, self._start_send, run, address, source, batch)
-
-    def flush(self, run: ShuffleRun) -> None:
-        """Wait for every send this worker started for ``run``; raise the first failure."""
-        sync(self.worker.loop, self._flush, run)
-
-    def _wake(self) -> None:
-        async def notify() -> None:
-            assert self._flight is not None
-            async with self._flight:
-                self._flight.notify_all()
-
-        asyncio.ensure_future(notify())
-
-    async def _start_send(
-        self, run: ShuffleRun, address: str, source: tuple[int, int], batch: Any
-    ) -> None:
-        if self._flight is None:
-            self._flight = asyncio.Condition()
-        nbytes = batch.nbytes
-        async with self._flight:
-            while self.in_flight and self.in_flight + nbytes > self.max_in_flight:
-                run.check()
-                await self._flight.wait()
-            run.check()
-            self.in_flight += nbytes
-        task = asyncio.ensure_future(self._send(run, address, source, batch, nbytes))
-        run.sends.append(task)
-
-    async def _send(
-        self, run: ShuffleRun, address: str, source: tuple[int, int], batch: Any, nbytes: int
-    ) -> None:
-        from distributed.protocol import to_serialize
-
-        try:
-            answer = await self.worker.rpc(address).device_shuffle_receive(
-                shuffle_id=run.id, source=source, shards=to_serialize(batch)
-            )
-        except (OSError, distributed.comm.CommClosedError) as exc:
-            raise ShuffleError(
-                run.id, "transfer", address, f"sending shards to it failed: {exc!r}"
-            ) from exc
-        finally:
-            self.in_flight -= nbytes
-            async with self._flight:
-                self._flight.notify_all()
-        if answer != "OK":
-            raise ShuffleClosedError(run.id, "transfer", address, f"the shuffle is {answer} there")
-
-    async def _flush(self, run: ShuffleRun) -> None:
-        tasks, run.sends = run.sends, []
-        results = await asyncio.gather(*tasks, return_exceptions=True)
-        run.check()
-        # The cause first: a receiver's own failure, not a later "the shuffle is failed there".
-        for r in sorted(
-            (r for r in results if isinstance(r, BaseException)),
-            key=lambda r: isinstance(r, (ShuffleClosedError, asyncio.CancelledError)),
-        ):
-            if isinstance(r, asyncio.CancelledError):
-                run.check()
-                raise ShuffleError(run.id, "transfer", run.worker, "a send was cancelled")
-            # A copy: raised in the task's thread, the stored one would take the task's
-            # frames (and its inputs) into a reference cycle with the send task.
-            if isinstance(r, ShuffleError):
-                raise type(r)(r.shuffle_id, r.phase, r.worker, r.reason)
-            raise ShuffleError(run.id, "transfer", run.worker, f"{type(r).__name__}: {r}")
+    def _keep_batch(self, run: ShuffleRun, batch: Any) -> None:
+        for output, row, frames in batch.items():
+            self.keep(run, output, row, frames)
 
 
 def get_extension(worker: distributed.Worker | None = None) -> ShuffleExtension:
@@ -414,7 +216,6 @@ def install_extension(worker: distributed.Worker) -> ShuffleExtension:
     ext = worker.extensions.get(EXTENSION)
     if ext is None:
         ext = worker.extensions[EXTENSION] = ShuffleExtension(worker)
-        _capture_spill_warnings()
     return ext
 
 

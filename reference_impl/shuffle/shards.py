@@ -43,21 +43,6 @@ def describe(table: Table, source: tuple[int, int]) -> ShardMeta:
     return ShardMeta(tuple(source), table.num_rows, table.nbytes, chars, masked)
 
 
-def output_nbytes(schema: pa.Schema, metas: list[ShardMeta]) -> int:
-    """Device bytes of the assembled output (what the unpack allocates)."""
-    rows = sum(m.rows for m in metas)
-    total = 0
-    for f in schema:
-        if any(f.name in m.masked for m in metas):
-            total += rows
-        if is_string(f.type):
-            total += (rows + 1) * offsets_dtype(f.type).itemsize
-            total += sum(m.chars.get(f.name, 0) for m in metas)
-        else:
-            total += rows * storage_dtype(f.type).itemsize
-    return total
-
-
 def empty_table(schema: pa.Schema, device: Any) -> Table:
     return Table.from_arrow(schema.empty_table(), device)
 

@@ -3,21 +3,19 @@
 One task per worker that holds inputs (no task per shard). For each input, one
 chunk at a time (at most a quarter of the device limit): make room, copy the
 chunk out of the input and let the input go (so the store can really spill it),
-``partition_table`` the copy, keep this worker's shards (compact copies), copy
-the others to host and send them, one message per destination,
-over distributed's comms (``worker.rpc(addr).device_shuffle_receive``). Sends
-run on the worker's event loop while the task partitions the next input; the
-bytes in flight per worker are bounded by the extension.
+``partition_table`` the copy, and pack each shard to host (:mod:`.packed`): this
+worker's own are appended to its output buffers, the others are sent, one message
+per destination, over distributed's comms. Sends run on the worker's event loop
+while the task partitions the next chunk; the bytes in flight are bounded (:mod:`.comms`).
 """
 
 from __future__ import annotations
 
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import distributed
-from distributed.protocol import serialize
 from distributed.protocol.serialize import dask_deserialize, dask_serialize
 
 from reference_impl.device.common import once
@@ -26,50 +24,43 @@ from reference_impl.table import Table
 from reference_impl.table.partition import partition_table
 
 from .errors import ShuffleError
+from .packed import pack
 from .plugin import get_extension
 from .shards import copy_table
+from .spec import ShuffleSpec
 
 ROW_OVERHEAD = 8  # bytes a row the partition kernels add (int32 ids, scan scratch)
 CHUNK_BYTES = 64 * 2**20
 
 
 class HostShards:
-    """Shards of one input for one destination worker, as host frames.
+    """Packed shards of one input chunk for one destination worker: index rows and frames."""
 
-    It crosses the comms as those frames and is decoded onto the receiver's
-    device only in the handler, after the receiver has made room for it.
-    """
+    __slots__ = ("outputs", "rows", "frames")
 
-    __slots__ = ("outputs", "headers", "frames")
-
-    def __init__(self, outputs: list[int], headers: list[dict], frames: list[list[Any]]) -> None:
-        self.outputs, self.headers, self.frames = outputs, headers, frames
+    def __init__(self, outputs: list[int], rows: list[list[int]], frames: list[list[Any]]) -> None:
+        self.outputs, self.rows, self.frames = outputs, rows, frames
 
     @classmethod
-    def from_tables(cls, items: Sequence[tuple[int, Table]]) -> HostShards:
-        """d2h copies of ``items`` (output, shard), with the Table's own serializer."""
-        outputs, headers, frames = [], [], []
+    def from_tables(cls, items: list[tuple[int, Table]], source: tuple[int, int]) -> HostShards:
+        outputs, rows, frames = [], [], []
         for output, table in items:
-            header, fr = serialize(table, serializers=("dask",), on_error="raise")
+            row, fr = pack(table, source)
             outputs.append(output)
-            headers.append(header)
+            rows.append(row)
             frames.append(fr)
-        return cls(outputs, headers, frames)
+        return cls(outputs, rows, frames)
 
     @property
     def nbytes(self) -> int:
         return sum(memoryview(f).nbytes for fr in self.frames for f in fr)
 
-    def items(self) -> Iterator[tuple[int, dict, list[Any]]]:
-        yield from zip(self.outputs, self.headers, self.frames, strict=True)
+    def items(self) -> Iterator[tuple[int, list[int], list[Any]]]:
+        yield from zip(self.outputs, self.rows, self.frames, strict=True)
 
 
 def _serialize_shards(batch: HostShards) -> tuple[dict, list[Any]]:
-    header = {
-        "outputs": batch.outputs,
-        "headers": batch.headers,
-        "counts": [len(fr) for fr in batch.frames],
-    }
+    header = {"outputs": batch.outputs, "rows": batch.rows, "counts": [len(fr) for fr in batch.frames]}
     return header, [f for fr in batch.frames for f in fr]
 
 
@@ -78,7 +69,7 @@ def _deserialize_shards(header: dict, frames: list[Any]) -> HostShards:
     for n in header["counts"]:
         out.append(list(frames[at : at + n]))
         at += n
-    return HostShards(header["outputs"], header["headers"], out)
+    return HostShards(list(header["outputs"]), [list(r) for r in header["rows"]], out)
 
 
 @once
@@ -97,31 +88,30 @@ def chunk_rows(table: Table, limit: int | None) -> int:
     return max(target // row_bytes, 1)
 
 
-def transfer(shuffle_id: str, spec: dict[str, Any], indices: list[int], *inputs: Any) -> dict:
+def transfer(spec: ShuffleSpec, indices: list[int], *inputs: Any) -> dict:
     """Task: partition and send this worker's inputs; returns rows sent per output, or
     the ShuffleError that stopped it (raised by the barrier)."""
     worker = distributed.get_worker()
     ext = get_extension(worker)
     me = worker.address
     try:
-        run = ext.get_run(shuffle_id, "transfer")
+        run = ext.get_run(spec.id, "transfer")
     except ShuffleError as exc:  # already closed here (cancelled, or its client died)
-        return {"worker": me, "error": type(exc)(exc.shuffle_id, exc.phase, exc.worker, exc.reason)}
-    rows = [0] * spec["npartitions"]
+        return {"worker": me, "error": exc.copy()}
+    rows = [0] * spec.npartitions
     store = ext.store
     try:
         for index, value in zip(indices, inputs, strict=True):
             run.check()
             if not isinstance(value, Table):  # a proxy answers for its Table, unspilling nothing
                 raise ShuffleError(
-                    shuffle_id, "transfer", me, f"input {index} is a {type(value).__name__}"
+                    spec.id, "transfer", me, f"input {index} is a {type(value).__name__}"
                 )
             step = chunk_rows(value, store.device_memory_limit if store is not None else None)
             # Read back only per chunk, so the store can really spill the input meanwhile.
             for chunk, start in enumerate(range(0, value.num_rows, step)):
                 _partition_and_send(ext, run, (index, chunk), value, start, start + step, spec, rows)
-        ext.flush(run)
-        ext.check_disk(run, "transfer")
+        ext.comms.flush(run)
     except Exception as exc:
         # The exception can live on after this task: raised on the event loop (a send's
         # run.check()) it also sits in a cycle there, with the tornado future that carried
@@ -129,28 +119,10 @@ def transfer(shuffle_id: str, spec: dict[str, Any], indices: list[int], *inputs:
         # until a garbage collection: clear the finished frames, then drop the traceback.
         traceback.clear_frames(exc.__traceback__)
         exc.__traceback__ = None
-        return {"worker": me, "error": _failed(ext, run, exc)}
+        # Returned, not raised: distributed keeps an erred task's traceback, whose frames
+        # hold every input of the task until a garbage collection.
+        return {"worker": me, "error": ext.failed(run, exc)}
     return {"worker": me, "rows": rows}
-
-
-def _failed(ext: Any, run: Any, exc: Exception) -> ShuffleError:
-    """The error a failed transfer returns (the barrier raises it), without a traceback.
-
-    It is returned, not raised: distributed keeps an erred task's traceback, whose
-    frames (the task's and the worker's, in a reference cycle) hold every input of
-    the task until a garbage collection, long after the shuffle was cleaned up.
-    The run fails here, so the other workers' sends to this one stop at once."""
-    if isinstance(exc, ShuffleError):
-        error = type(exc)(exc.shuffle_id, exc.phase, exc.worker, exc.reason)
-    else:
-        error = ShuffleError(run.id, "transfer", run.worker, f"{type(exc).__name__}: {exc}")
-    with run.lock:
-        if run.failure is None:
-            run.failure = ShuffleError(
-                run.id, error.phase, error.worker, f"the transfer failed: {error.reason}"
-            )
-    ext._cancel_sends(run)
-    return error
 
 
 def _partition_and_send(
@@ -160,22 +132,22 @@ def _partition_and_send(
     value: Any,
     start: int,
     stop: int,
-    spec: dict,
+    spec: ShuffleSpec,
     rows: list[int],
 ) -> None:
     """Copy rows ``start:stop`` of the input out (then let go of the input), partition
     the copy, keep or send its shards. Room is made for the copy and its partitions."""
-    on, npartitions, placement = spec["on"], spec["npartitions"], spec["placement"]
+    npartitions, placement = spec.npartitions, spec.placement
     me = ext.worker.address
     total = value.num_rows  # from the proxy's metadata: no unspill yet
     stop = min(stop, total)
     nbytes = value.nbytes * (stop - start) // max(total, 1)
     # the copy, its partitioned copy, the kernels' row ids and per-partition counts
-    with ext.room(2 * nbytes + ROW_OVERHEAD * (stop - start) + 16 * npartitions, run):
+    with ext.room(2 * nbytes + ROW_OVERHEAD * (stop - start) + 16 * npartitions):
         table = unwrap(value)
         _, piece = copy_table(table.slice(start, stop), source)
         del table
-        parts = partition_table(piece, on, npartitions)
+        parts = partition_table(piece, list(spec.on), npartitions)
         del piece
         by_dest: dict[str, list[tuple[int, Table]]] = {}
         for output, part in enumerate(parts):
@@ -183,10 +155,12 @@ def _partition_and_send(
                 rows[output] += part.num_rows
                 by_dest.setdefault(placement[output], []).append((output, part))
         del parts, part
-        for address in sorted(by_dest):
-            items = by_dest.pop(address)
+        # Another worker's first: its shards go on their way while this worker keeps its own.
+        for address in sorted(by_dest, key=lambda a: (a == me, a)):
+            batch = HostShards.from_tables(by_dest.pop(address), source)
             if address == me:
-                ext.keep_local(run, source, items)
+                for output, row, frames in batch.items():
+                    ext.keep(run, output, row, frames)
             else:
-                ext.send(run, address, source, HostShards.from_tables(items))
-            del items
+                ext.comms.send(run, address, source, batch)
+            del batch

@@ -1,60 +1,69 @@
-"""The unpack phase: output partition i is assembled only when its task runs.
+"""The unpack phase: output partition i is built only when its task runs.
 
-The task runs on the worker its output was placed on. It takes that output's
-shards from the worker's shuffle state (the state stops holding them), checks
-the row count against the barrier's, allocates the output once at its exact
-size (room made first), and copies the shards in, input order, one at a time:
-each is read back from wherever it spilled and dropped right after its copy.
-A worker thus unpacks at most one output per thread, and one output adds its
-own size plus one shard, not a multiple of it.
+The task runs on the worker its output was placed on. It takes that output's buffer
+from the worker's run (the run stops holding it), checks the rows against the
+barrier's count, allocates the output once at its exact size from the index alone
+(room made first), and copies the packed shards in at the rows their input order
+gives them, one file chunk at a time, each checked before it is used. A worker thus
+adds one output plus one chunk of host bytes and one shard column on the device.
 """
 
 from __future__ import annotations
 
 import traceback
-from typing import Any
 
 import distributed
+import numpy as np
 
 from reference_impl.table import Table
 
 from .errors import ShuffleError
+from .packed import build, latest, output_nbytes, record_nbytes
 from .plugin import get_extension
-from .shards import assemble, output_nbytes
+from .shards import empty_table
+from .spec import ShuffleSpec
 
 
-def unpack(shuffle_id: str, output: int, info: dict[str, Any]) -> Table:
+def unpack(spec: ShuffleSpec, output: int) -> Table:
     """Task: output partition ``output`` as one Table on this worker's device."""
     worker = distributed.get_worker()
     ext = get_extension(worker)
     me = worker.address
-    placed = info["placement"][output]
+    placed = spec.placement[output]
     if placed != me:
         raise ShuffleError(
-            shuffle_id, "unpack", placed, f"output {output} ran on {me}, not where its shards are"
+            spec.id, "unpack", placed, f"output {output} ran on {me}, not where its shards are"
         )
-    schema, expected = info["schema"], info["rows"][output]
-    run = ext.get_run(shuffle_id, "unpack")
-    pieces = run.take(output)
+    assert spec.rows is not None, "unpack runs on the barrier's spec"
+    expected = spec.rows[output]
+    run = ext.get_run(spec.id, "unpack")
+    buf = run.take(output)
     try:
-        got = sum(m.rows for m, _ in pieces)
+        index = buf.rows() if buf is not None else np.zeros((0, 1), np.int64)
+        counted = index[latest(index)]
+        got = int(counted[:, 2].sum()) if len(counted) else 0
         if got != expected:
             raise ShuffleError(
-                shuffle_id, "unpack", me,
-                f"output {output} received {got} rows from {len(pieces)} shards, expected {expected}",
-            )
-        with ext.room(output_nbytes(schema, [m for m, _ in pieces]), run, "unpack"):
-            table = assemble(schema, pieces, ext.device)
-        ext.check_disk(run, "unpack")
+                spec.id, "unpack", me,
+                f"output {output} received {got} rows from {len(counted)} shards, expected {expected}",
+            )  # fmt: skip
+        if buf is None:
+            table = empty_table(spec.schema, ext.device)
+        else:
+            largest = int(record_nbytes(index).max())
+            with ext.room(output_nbytes(spec.schema, counted) + largest):
+                table = build(spec.schema, index, run.buffers.read(output, buf), ext.device)
+            run.buffers.remove(output)
     except Exception as exc:
-        pieces.clear()  # the shards go now, not with the erred task's traceback
+        if buf is not None:
+            run.buffers.remove(output)
+        buf = None  # the shards go now, not with the erred task's traceback
         traceback.clear_frames(exc.__traceback__)
         if isinstance(exc, ShuffleError):
             raise
         raise ShuffleError(
-            shuffle_id, "unpack", me, f"output {output}: {type(exc).__name__}: {exc}"
+            spec.id, "unpack", me, f"output {output}: {type(exc).__name__}: {exc}"
         ) from exc
-    mine = {i for i, w in enumerate(info["placement"]) if w == me}
-    if mine <= run.unpacked:
-        ext.close_run(shuffle_id, "every output on this worker was unpacked", collect=False)
+    if set(spec.outputs_on(me)) <= run.unpacked:
+        ext.close_run(spec.id, "every output on this worker was unpacked", collect=False)
     return table

@@ -20,6 +20,7 @@ import pyarrow as pa
 import reference_impl.shuffle.transfer as transfer_module
 from reference_impl import get_device
 from reference_impl.shuffle import ShuffleClosedError
+from reference_impl.shuffle.spec import ShuffleSpec
 from reference_impl.table import Table
 
 KEPT: list[BaseException] = []  # what the event loop's cycle would hold
@@ -28,12 +29,17 @@ KEPT: list[BaseException] = []  # what the event loop's cycle would hold
 class _Run:
     id, worker, failure = "s1", "tcp://me", None
 
-    def __init__(self) -> None:
-        import threading
-
-        self.lock = threading.Lock()
-
     def check(self) -> None:
+        pass
+
+
+class _Comms:
+    def send(self, run, address, source, batch) -> None:
+        exc = ShuffleClosedError(run.id, "unpack", address, "closed while sending")
+        KEPT.append(exc)
+        raise exc
+
+    def flush(self, run) -> None:
         pass
 
 
@@ -43,23 +49,19 @@ class _Ext:
     def __init__(self) -> None:
         self.worker = type("W", (), {"address": "tcp://me"})()
         self.run = _Run()
+        self.comms = _Comms()
 
     def get_run(self, shuffle_id: str, phase: str) -> _Run:
         return self.run
 
-    def room(self, nbytes: int, run: _Run, phase: str = "transfer"):
+    def room(self, nbytes: int):
         return contextlib.nullcontext()
 
-    def keep_local(self, run, source, items) -> None:
+    def keep(self, run, output, row, frames) -> None:
         pass
 
-    def send(self, run, address, source, batch) -> None:
-        exc = ShuffleClosedError(run.id, "unpack", address, "closed while sending")
-        KEPT.append(exc)
-        raise exc
-
-    def _cancel_sends(self, run) -> None:
-        pass
+    def failed(self, run, exc, phase="transfer"):
+        return exc.copy()
 
 
 def test_a_failed_transfer_keeps_no_input_alive(monkeypatch):
@@ -69,11 +71,11 @@ def test_a_failed_transfer_keeps_no_input_alive(monkeypatch):
     dev = get_device("sim", "64 MiB")
     table = Table.from_arrow(pa.table({"k": np.arange(1000), "v": np.arange(1000)}), dev)
     alive = weakref.ref(table)
-    spec = {"on": ["k"], "npartitions": 4, "placement": ["tcp://me", "tcp://other"] * 2}
+    spec = ShuffleSpec("s1", ("k",), 4, ("tcp://me", "tcp://other") * 2, table.schema)
     gc.collect()
     gc.disable()
     try:
-        result = transfer_module.transfer("s1", spec, [0], table)
+        result = transfer_module.transfer(spec, [0], table)
         assert KEPT, "the send never raised: the failure was not exercised"
         del table
         assert alive() is None, (

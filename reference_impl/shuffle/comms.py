@@ -1,0 +1,110 @@
+"""Sending shards: bytes in flight per worker, the sends of a run, their flush and cancel.
+
+A transfer task (a worker thread) hands a batch to :meth:`Comms.send`, which returns as
+soon as the batch is on its way; it blocks only while this worker already has
+``max_in_flight`` bytes out. The sends run on the worker's event loop, one RPC per batch
+(``device_shuffle_receive``), while the task partitions its next chunk. ``flush`` waits
+for all of a run's sends and raises the first cause of failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import distributed
+from distributed.utils import sync
+
+from .errors import ShuffleClosedError, ShuffleError
+from .run import ShuffleRun
+
+RECEIVE_OP = "device_shuffle_receive"
+
+
+class Comms:
+    """One worker's outgoing shards, over all runs."""
+
+    def __init__(self, worker: distributed.Worker, max_in_flight: int) -> None:
+        self.worker = worker
+        self.max_in_flight = max_in_flight
+        self.in_flight = 0
+        self._flight: asyncio.Condition | None = None
+
+    # --- called from a task thread ----------------------------------------------------
+    def send(self, run: ShuffleRun, address: str, source: tuple[int, int], batch: Any) -> None:
+        """Start sending ``batch``; blocks only while this worker has too much in flight."""
+        sync(self.worker.loop, self._start_send, run, address, source, batch)
+
+    def flush(self, run: ShuffleRun) -> None:
+        """Wait for every send this worker started for ``run``; raise the first failure."""
+        sync(self.worker.loop, self._flush, run)
+
+    # --- from anywhere ------------------------------------------------------------------
+    def cancel(self, run: ShuffleRun) -> None:
+        """Stop ``run``'s sends and wake senders waiting for room (they see its failure)."""
+
+        def cancel() -> None:
+            for task in run.sends:
+                task.cancel()
+            if self._flight is not None:
+                asyncio.ensure_future(self._notify())
+
+        self.worker.loop.add_callback(cancel)
+
+    # --- on the event loop ----------------------------------------------------------------
+    async def _notify(self) -> None:
+        assert self._flight is not None
+        async with self._flight:
+            self._flight.notify_all()
+
+    async def _start_send(
+        self, run: ShuffleRun, address: str, source: tuple[int, int], batch: Any
+    ) -> None:
+        if self._flight is None:
+            self._flight = asyncio.Condition()
+        nbytes = batch.nbytes
+        async with self._flight:
+            while self.in_flight and self.in_flight + nbytes > self.max_in_flight:
+                run.check()
+                await self._flight.wait()
+            run.check()
+            self.in_flight += nbytes
+        task = asyncio.ensure_future(self._send(run, address, source, batch, nbytes))
+        run.sends.append(task)
+
+    async def _send(
+        self, run: ShuffleRun, address: str, source: tuple[int, int], batch: Any, nbytes: int
+    ) -> None:
+        from distributed.protocol import to_serialize
+
+        try:
+            answer = await getattr(self.worker.rpc(address), RECEIVE_OP)(
+                shuffle_id=run.id, source=source, shards=to_serialize(batch)
+            )
+        except (OSError, distributed.comm.CommClosedError) as exc:
+            raise ShuffleError(
+                run.id, "transfer", address, f"sending shards to it failed: {exc!r}"
+            ) from exc
+        finally:
+            self.in_flight -= nbytes
+            await self._notify()
+        if answer != "OK":
+            raise ShuffleClosedError(run.id, "transfer", address, f"the shuffle is {answer} there")
+
+    async def _flush(self, run: ShuffleRun) -> None:
+        tasks, run.sends = run.sends, []
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        run.check()
+        # The cause first: a receiver's own failure, not a later "the shuffle is failed there".
+        for r in sorted(
+            (r for r in results if isinstance(r, BaseException)),
+            key=lambda r: isinstance(r, (ShuffleClosedError, asyncio.CancelledError)),
+        ):
+            if isinstance(r, asyncio.CancelledError):
+                run.check()
+                raise ShuffleError(run.id, "transfer", run.worker, "a send was cancelled")
+            # A copy: raised in the task's thread, the stored one would take the task's
+            # frames (and its inputs) into a reference cycle with the send task.
+            if isinstance(r, ShuffleError):
+                raise r.copy()
+            raise ShuffleError(run.id, "transfer", run.worker, f"{type(r).__name__}: {r}")

@@ -1,0 +1,81 @@
+"""How much a worker's shuffle may hold: room on the device, an allowance on the host.
+
+``DeviceRoom`` reserves bytes the shuffle is about to allocate outside the store (a
+copied input chunk and its partitions, an output being assembled) against the store's
+device limit, spilling least recently used data first, so store + reservations stay
+under the limit. ``HostBudget`` is what received shards may take in host memory before
+they are written to their files: what the store's host limit leaves free, never less
+than a floor (so a store full of spilled inputs does not turn every shard into a write)
+of at most a quarter of that limit: the shuffle's host bytes stay within 1.25x of it.
+
+Both read the store's O(1) counters, never ``stats()`` (a walk over every key), since
+they are asked on every chunk and every received batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+HOST_FLOOR = 8 * 2**20  # config reference-impl.shuffle.host-floor
+HOST_DEFAULT = 256 * 2**20  # a worker whose store has no host limit; reference-impl.shuffle.host-buffer
+
+
+class DeviceRoom:
+    """Reservations against the device limit of the worker's store (none: no limit)."""
+
+    def __init__(self, store: Callable[[], Any]) -> None:
+        self._store = store
+        self._lock = threading.Lock()
+        self.reserved = 0
+
+    @contextlib.contextmanager
+    def __call__(self, nbytes: int) -> Iterator[None]:
+        store = self._store()
+        nbytes = max(int(nbytes), 0)
+        if store is None or nbytes == 0:
+            yield
+            return
+        with self._lock:
+            used = store.device_bytes
+            excess = used + self.reserved + nbytes - store.device_memory_limit
+            if excess > 0 and used:
+                store.evict(min(excess, used))
+            self.reserved += nbytes
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.reserved -= nbytes
+
+
+class HostBudget:
+    """Host bytes of received shards on this worker, over every run, and their allowance."""
+
+    def __init__(
+        self, store: Callable[[], Any], floor: int = HOST_FLOOR, default: int = HOST_DEFAULT
+    ) -> None:
+        self._store = store
+        self.floor = floor
+        self.default = default
+        self.buffered = 0
+        self._lock = threading.Lock()
+
+    def add(self, nbytes: int) -> None:
+        """``nbytes`` more (negative: fewer) held in host memory by some run's buffers."""
+        with self._lock:
+            self.buffered += nbytes
+
+    def allowance(self) -> int:
+        store = self._store()
+        limit = getattr(store, "memory_limit", None)
+        if limit is None:
+            return max(self.default, self.floor)
+        # a floor of at most a quarter of the limit: a tiny host tier means small writes
+        return max(limit - store.host_bytes, min(self.floor, limit // 4), 1)
+
+    def excess(self) -> int:
+        """Bytes to write out now (0: within the allowance)."""
+        return max(self.buffered - self.allowance(), 0)
