@@ -150,6 +150,10 @@ class RssSampler:
     def peak(self, w: str) -> int:
         return max(r for _, r in self.samples[w])
 
+    def growth(self, w: str) -> int:
+        """Peak RSS above the first sample (taken before the shuffle's first task)."""
+        return self.peak(w) - self.samples[w][0][1]
+
     def spike(self, w: str, boundary: float) -> tuple[int, int, int]:
         """(RSS at ``boundary``, peak before it, peak after it) for worker ``w``."""
         s = self.samples[w]
@@ -169,6 +173,7 @@ class Result:
     device_peak: dict[str, int] = field(default_factory=dict)
     spike: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # at, pre, post
     part_bytes: int = 0
+    rss_growth: dict[str, int] = field(default_factory=dict)  # peak above the RSS before
 
     @property
     def throughput(self) -> float:
@@ -181,6 +186,9 @@ class Result:
 
     def max_rss(self) -> int:
         return max(self.rss_peak.values())
+
+    def max_growth(self) -> int:
+        return max(self.rss_growth.values())
 
 
 def barrier_end(stream: list[dict], marker: str) -> float | None:
@@ -296,7 +304,8 @@ def _measure(client, method: str, nparts: int, rows: int, nbytes: int, verbose: 
             f"expected {expected_rows} ({expected_sum})"
         )
     res = Result(method, wall, nbytes, expected_rows,
-                 {w: sampler.peak(w) for w in pids}, part_bytes=nbytes // nparts)
+                 {w: sampler.peak(w) for w in pids}, part_bytes=nbytes // nparts,
+                 rss_growth={w: sampler.growth(w) for w in pids})
     if method.startswith("ours"):
         res.device_peak = client.run(device_peak)
     marker = BARRIER[method]
@@ -323,7 +332,9 @@ def mib(n: float) -> str:
 
 def print_result(r: Result) -> None:
     rss = " / ".join(mib(v) for v in r.rss_peak.values())
-    line = f"  {r.method:8s} wall {r.wall:6.1f} s  {r.throughput / MIB:7.1f} MiB/s  peak RSS {rss} MiB"
+    grow = " / ".join(mib(v) for v in r.rss_growth.values())
+    line = (f"  {r.method:8s} wall {r.wall:6.1f} s  {r.throughput / MIB:7.1f} MiB/s  peak RSS {rss} MiB"
+            f" (+{grow})")
     if r.device_peak:
         line += "  device peak " + " / ".join(mib(v) for v in r.device_peak.values()) + " MiB"
     ratio = r.spike_ratio()
@@ -336,8 +347,9 @@ def print_result(r: Result) -> None:
 def table(results: list[Result]) -> str:
     p2p = next((r for r in results if r.method == "p2p"), None)
     head = ("| method | wall s | MiB/s | x P2P throughput | peak RSS per worker MiB | x P2P peak RSS "
+            "| RSS growth per worker MiB | x P2P growth "
             "| device peak per worker MiB | transfer peak RSS MiB | unpack +RSS MiB | spike x output |")
-    lines = [head, "|---" * 10 + "|"]
+    lines = [head, "|---" * 12 + "|"]
     for r in results:
         tput = f"{r.throughput / p2p.throughput:.2f}" if p2p else "-"
         rss_ratio = f"{r.max_rss() / p2p.max_rss():.2f}" if p2p else "-"
@@ -349,9 +361,11 @@ def table(results: list[Result]) -> str:
         else:
             pre = add = ratio = "n/a"
         rss = " / ".join(mib(v) for v in r.rss_peak.values())
+        grow = " / ".join(mib(v) for v in r.rss_growth.values())
+        grow_ratio = f"{r.max_growth() / p2p.max_growth():.2f}" if p2p else "-"
         lines.append(
             f"| {r.method} | {r.wall:.1f} | {r.throughput / MIB:.1f} | {tput} | {rss} | {rss_ratio} "
-            f"| {dev} | {pre} | {add} | {ratio} |"
+            f"| {grow} | {grow_ratio} | {dev} | {pre} | {add} | {ratio} |"
         )
     return "\n".join(lines)
 
@@ -365,7 +379,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--device-limit", default="128MiB", help="per worker device_memory_limit")
     ap.add_argument("--host-limit", default="128MiB", help="per worker host tier before disk")
     ap.add_argument("--device-capacity", default="8GiB")
-    ap.add_argument("--no-single", action="store_true", help="only the scaling table")
+    ap.add_argument("--no-single", action="store_true", help="only the scaling or sweep table")
+    ap.add_argument("--sweep", default="", help="partition counts (in = out) at a fixed "
+                    "--part-size, e.g. 32,256,1024")
+    ap.add_argument("--part-size", default="3MiB", help="partition size of the --sweep")
     ap.add_argument("--local-directory", default=None, help="spill and P2P shard directory")
     args = ap.parse_args(argv)
 
@@ -403,6 +420,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.scaling:
             scaling(args, tmp, methods, [parse_size(s) for s in args.scaling.split(",")],
                     rows_for, nparts, row_bytes)
+        if args.sweep:
+            sweep(args, tmp, methods, [int(n) for n in args.sweep.split(",")], row_bytes)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"\nload after: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
@@ -435,6 +454,38 @@ def scaling(args, tmp, methods, sizes, rows_for, nparts, row_bytes) -> None:
               f"| {' / '.join(mib(v) for v in r.rss_peak.values())} "
               f"| {' / '.join(mib(v) for v in r.device_peak.values()) or '-'} "
               f"| {f'{ratio:.2f}' if ratio is not None else 'n/a'} |")
+
+
+def sweep(args, tmp, methods, counts, row_bytes) -> None:
+    """Fixed partition size, more partitions: time per byte and RSS growth should stay flat."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    rows = max(int(parse_size(args.part_size) / row_bytes), 1)
+    results: list[tuple[int, Result]] = []
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn()) as progress:
+        task = progress.add_task("sweep", total=len(counts) * len(methods))
+        for n in counts:
+            nbytes = int(rows * n * row_bytes)
+            for m in methods:
+                progress.update(task, description=f"{m} at {n} x {n}")
+                r = measure(args, tmp, m, n, rows, nbytes, False)
+                results.append((n, r))
+                progress.console.print(
+                    f"{n} x {n} ({nbytes / MIB:,.0f} MiB) {m}: {r.wall:.1f} s, "
+                    f"RSS growth +{' / '.join(mib(v) for v in r.rss_growth.values())} MiB"
+                )
+                progress.advance(task)
+    print("\n| partitions | data MiB | method | wall s | s per GiB | x P2P time | RSS growth per worker MiB "
+          "| x P2P growth |")
+    print("|---" * 8 + "|")
+    for n, r in results:
+        p2p = next((q for k, q in results if k == n and q.method == "p2p"), None)
+        per_gib = r.wall / (r.nbytes / 2**30)
+        t_ratio = f"{r.wall / p2p.wall:.2f}" if p2p else "-"
+        g_ratio = f"{r.max_growth() / p2p.max_growth():.2f}" if p2p else "-"
+        print(f"| {n} x {n} | {r.nbytes / MIB:,.0f} | {r.method} | {r.wall:.1f} | {per_gib:.1f} | {t_ratio} "
+              f"| +{' / '.join(mib(v) for v in r.rss_growth.values())} | {g_ratio} |")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from reference_impl.table import Column, Table, devops
+from reference_impl.table import Column, Table
 from reference_impl.table.dtypes import is_string, offsets_dtype, storage_dtype
 from reference_impl.table.frames import encode
 
@@ -31,24 +31,54 @@ def row_width(schema: pa.Schema) -> int:
     return HEAD + PER_COLUMN * len(schema)
 
 
-def pack(table: Table, source: tuple[int, int]) -> tuple[list[int], list[np.ndarray]]:
-    """``(index row, host frames)`` of ``table``: one d2h copy per device buffer."""
+def pack_grouped(
+    table: Table, offsets: list[int], source: tuple[int, int]
+) -> list[tuple[int, list[int], list[np.ndarray]]]:
+    """``(output, index row, host frames)`` of each non-empty partition of ``table`` (rows
+    grouped by partition, partition ``i`` at ``offsets[i]:offsets[i + 1]``).
+
+    One d2h copy per device buffer of the whole table; each shard's frames are views of
+    those host copies (only string offsets are new arrays, rebased to start at 0)."""
     _, frames = encode(table)
-    row = [int(source[0]), int(source[1]), table.num_rows]
+    per_column = []
     at = 0
     for col in table.columns:
-        data = frames[at].nbytes
+        data = frames[at]
         at += 1
-        offsets = 0
+        offs = None
         if col.offsets is not None:
-            offsets = frames[at].nbytes
+            offs = frames[at].view(offsets_dtype(col.type))
             at += 1
-        valid = -1
+        valid = None
         if col.valid is not None:
-            valid = frames[at].nbytes
+            valid = frames[at]
             at += 1
-        row += [data, offsets, valid]
-    return row, frames
+        width = 0 if offs is not None else storage_dtype(col.type).itemsize
+        per_column.append((data, offs, valid, width))
+    out = []
+    for output in range(len(offsets) - 1):
+        r0, r1 = offsets[output], offsets[output + 1]
+        if r1 == r0:
+            continue
+        row = [int(source[0]), int(source[1]), r1 - r0]
+        shard: list[np.ndarray] = []
+        for data, offs, valid, width in per_column:
+            if offs is not None:
+                c0, c1 = int(offs[r0]), int(offs[r1])
+                chars = data[c0:c1]
+                rebased = (offs[r0 : r1 + 1] - offs.dtype.type(c0)).view(np.uint8)
+                shard += [chars, rebased]
+                row += [c1 - c0, rebased.nbytes]
+            else:
+                shard.append(data[r0 * width : r1 * width])
+                row += [(r1 - r0) * width, 0]
+            if valid is not None:
+                shard.append(valid[r0:r1])
+                row.append(r1 - r0)
+            else:
+                row.append(-1)
+        out.append((output, row, shard))
+    return out
 
 
 def record_nbytes(index: np.ndarray) -> np.ndarray:
@@ -86,7 +116,12 @@ def output_nbytes(schema: pa.Schema, index: np.ndarray) -> int:
 
 
 class OutputBuilder:
-    """One output's device buffers, allocated at once; shards are placed into them by index row."""
+    """One output's buffers staged in host memory at their exact sizes; shards are copied
+    in by index row, then each buffer goes to the device in one h2d copy.
+
+    One upload per buffer, not one per shard and column: on a GPU many small copies cost
+    their launch each, on the sim device an allocation each (~50 us), and the output's
+    host staging is one partition, which the memory bound allows."""
 
     def __init__(self, schema: pa.Schema, index: np.ndarray, device: Any) -> None:
         self.schema, self.device = schema, device
@@ -99,70 +134,64 @@ class OutputBuilder:
         # first char, in input order
         self.at_row = np.zeros(n, np.int64)
         self.at_row[order] = np.cumsum(index[order, 2]) - index[order, 2]
-        self.bufs: list[dict[str, Any]] = []
+        self.bufs: list[dict[str, np.ndarray]] = []
         self.at_char: list[np.ndarray | None] = []
         for j, f in enumerate(schema):
             col = HEAD + PER_COLUMN * j
-            bufs: dict[str, Any] = {}
+            bufs: dict[str, np.ndarray] = {}
             if n and (index[:, col + 2] >= 0).any():
-                bufs["valid"] = devops.empty(device, self.rows, np.bool_)
+                bufs["valid"] = np.empty(self.rows, np.bool_)
             if is_string(f.type):
                 chars = index[:, col]
                 starts = np.zeros(n, np.int64)
                 starts[order] = np.cumsum(chars[order]) - chars[order]
                 self.at_char.append(starts)
-                bufs["offsets"] = devops.empty(device, self.rows + 1, offsets_dtype(f.type))
-                bufs["data"] = devops.empty(device, int(chars.sum()) if n else 0, np.uint8)
+                bufs["offsets"] = np.empty(self.rows + 1, offsets_dtype(f.type))
+                bufs["data"] = np.empty(int(chars.sum()) if n else 0, np.uint8)
             else:
                 self.at_char.append(None)
-                bufs["data"] = devops.empty(device, self.rows, storage_dtype(f.type))
+                bufs["data"] = np.empty(self.rows, storage_dtype(f.type))
             self.bufs.append(bufs)
-
-    def _upload(self, payload: memoryview, start: int, nbytes: int, dtype: Any) -> Any:
-        host = np.frombuffer(payload, dtype=np.uint8, count=nbytes, offset=start)
-        return self.device.asarray(host.view(dtype))
 
     def place(self, i: int, row: np.ndarray, payload: memoryview, start: int) -> None:
         """Copy shard ``i`` (index row ``row``, its bytes at ``payload[start:]``) into place."""
         n, r0 = int(row[2]), int(self.at_row[i])
+        lens = row[HEAD:].tolist()
         at = start
-        for j, f in enumerate(self.schema):
-            data_len, off_len, valid_len = (int(x) for x in row[HEAD + PER_COLUMN * j : HEAD + PER_COLUMN * (j + 1)])
-            bufs = self.bufs[j]
-            if is_string(f.type):
+        for j, bufs in enumerate(self.bufs):
+            data_len, off_len, valid_len = lens[PER_COLUMN * j : PER_COLUMN * (j + 1)]
+            data = bufs["data"]
+            if "offsets" in bufs:
                 c0 = int(self.at_char[j][i])  # type: ignore[index]
-                if data_len:
-                    bufs["data"][c0 : c0 + data_len] = self._upload(payload, at, data_len, np.uint8)
+                data[c0 : c0 + data_len] = np.frombuffer(payload, np.uint8, data_len, at)
                 at += data_len
-                odt = offsets_dtype(f.type)
-                offsets = self._upload(payload, at, off_len, odt)
+                odt = bufs["offsets"].dtype
+                offsets = np.frombuffer(payload, odt, off_len // odt.itemsize, at)
+                np.add(offsets[:-1], odt.type(c0), out=bufs["offsets"][r0 : r0 + n])
                 at += off_len
-                if n:
-                    xp = devops.namespace(self.device)
-                    xp.add(offsets[:-1], odt.type(c0), out=bufs["offsets"][r0 : r0 + n])
-                del offsets
             else:
-                if n:
-                    bufs["data"][r0 : r0 + n] = self._upload(payload, at, data_len, bufs["data"].dtype)
+                data[r0 : r0 + n] = np.frombuffer(payload, data.dtype, n, at)
                 at += data_len
-            if "valid" in bufs and n:
+            if "valid" in bufs:
                 if valid_len >= 0:
-                    bufs["valid"][r0 : r0 + n] = self._upload(payload, at, valid_len, np.bool_)
+                    bufs["valid"][r0 : r0 + n] = np.frombuffer(payload, np.bool_, n, at)
                 else:
                     bufs["valid"][r0 : r0 + n] = True
             at += max(valid_len, 0)
 
     def finish(self) -> Table:
+        """Upload every buffer (one h2d copy each) and let the host staging go."""
         cols = {}
-        for j, f in enumerate(self.schema):
-            bufs = self.bufs[j]
+        bufs_list, self.bufs = self.bufs, []
+        for f, bufs in zip(self.schema, bufs_list, strict=True):
             if "offsets" in bufs:
                 bufs["offsets"][self.rows] = bufs["data"].shape[0]
+            up = {k: self.device.asarray(v) for k, v in bufs.items()}
+            bufs.clear()
             cols[f.name] = Column._trusted(
-                self.device, f.type, bufs["data"], bufs.get("valid"), bufs.get("offsets"), f.nullable
+                self.device, f.type, up["data"], up.get("valid"), up.get("offsets"), f.nullable
             )
         metadata = dict(self.schema.metadata) if self.schema.metadata else None
-        self.bufs = []
         return Table._trusted(self.device, cols, self.rows, metadata)
 
 

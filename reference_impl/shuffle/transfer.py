@@ -3,7 +3,7 @@
 One task per worker that holds inputs (no task per shard). For each input, one
 chunk at a time (at most a quarter of the device limit): make room, copy the
 chunk out of the input and let the input go (so the store can really spill it),
-``partition_table`` the copy, and pack each shard to host (:mod:`.packed`): this
+``partition_grouped`` the copy, and pack its shards to host (:mod:`.packed`): this
 worker's own are appended to its output buffers, the others are sent, one message
 per destination, over distributed's comms. Sends run on the worker's event loop
 while the task partitions the next chunk; the bytes in flight are bounded (:mod:`.comms`).
@@ -21,10 +21,10 @@ from distributed.protocol.serialize import dask_deserialize, dask_serialize
 from reference_impl.device.common import once
 from reference_impl.store.proxy import unwrap
 from reference_impl.table import Table
-from reference_impl.table.partition import partition_table
+from reference_impl.table.partition import partition_grouped
 
 from .errors import ShuffleError
-from .packed import pack
+from .packed import pack_grouped
 from .plugin import get_extension
 from .shards import copy_table
 from .spec import ShuffleSpec
@@ -42,14 +42,8 @@ class HostShards:
         self.outputs, self.rows, self.frames = outputs, rows, frames
 
     @classmethod
-    def from_tables(cls, items: list[tuple[int, Table]], source: tuple[int, int]) -> HostShards:
-        outputs, rows, frames = [], [], []
-        for output, table in items:
-            row, fr = pack(table, source)
-            outputs.append(output)
-            rows.append(row)
-            frames.append(fr)
-        return cls(outputs, rows, frames)
+    def from_packed(cls, items: list[tuple[int, list[int], list[Any]]]) -> HostShards:
+        return cls([o for o, _, _ in items], [r for _, r, _ in items], [f for _, _, f in items])
 
     @property
     def nbytes(self) -> int:
@@ -147,20 +141,22 @@ def _partition_and_send(
         table = unwrap(value)
         _, piece = copy_table(table.slice(start, stop), source)
         del table
-        parts = partition_table(piece, list(spec.on), npartitions)
+        grouped, offsets = partition_grouped(piece, list(spec.on), npartitions)
         del piece
-        by_dest: dict[str, list[tuple[int, Table]]] = {}
-        for output, part in enumerate(parts):
-            if part.num_rows:
-                rows[output] += part.num_rows
-                by_dest.setdefault(placement[output], []).append((output, part))
-        del parts, part
-        # Another worker's first: its shards go on their way while this worker keeps its own.
-        for address in sorted(by_dest, key=lambda a: (a == me, a)):
-            batch = HostShards.from_tables(by_dest.pop(address), source)
-            if address == me:
-                for output, row, frames in batch.items():
-                    ext.keep(run, output, row, frames)
-            else:
-                ext.comms.send(run, address, source, batch)
-            del batch
+        # one d2h copy per buffer; the device copies go before anything is sent
+        packed = pack_grouped(grouped, offsets, source)
+        del grouped
+    by_dest: dict[str, list[tuple[int, list[int], list[Any]]]] = {}
+    for output, row, frames in packed:
+        rows[output] += row[2]
+        by_dest.setdefault(placement[output], []).append((output, row, frames))
+    del packed
+    # Another worker's first: its shards go on their way while this worker keeps its own.
+    for address in sorted(by_dest, key=lambda a: (a == me, a)):
+        items = by_dest.pop(address)
+        if address == me:
+            for output, row, frames in items:
+                ext.keep(run, output, row, frames)
+        else:
+            ext.comms.send(run, address, source, HostShards.from_packed(items))
+        del items

@@ -84,6 +84,26 @@ def partition_table(
     Each column is scattered once: the keys as kernel keys (they come back
     first), every other column and every validity mask as payload.
     """
+    result = _scatter(table, on, npartitions, backend)
+    counts = [int(x) for x in result.counts.tolist()]
+    return [
+        _table_of(table, result, views, rows)
+        for views, rows in zip(result.split(), counts, strict=True)
+    ]
+
+
+def partition_grouped(
+    table: Table, on: str | Sequence[str], npartitions: int, *, backend: str = "auto"
+) -> tuple[Table, list[int]]:
+    """``(grouped, offsets)``: the rows of ``partition_table``'s outputs back to back in one
+    Table, partition ``i`` at rows ``offsets[i]:offsets[i + 1]``. One buffer per column,
+    so a caller copying it to host makes one copy per column, not one per partition."""
+    result = _scatter(table, on, npartitions, backend)
+    offsets = [int(x) for x in result.offsets.tolist()]
+    return _table_of(table, result, result.columns, offsets[-1]), offsets
+
+
+def _scatter(table: Table, on: str | Sequence[str], npartitions: int, backend: str) -> Any:
     keys = _check(table, on, npartitions)
     device = table.device
     key_cols = [table.column(k) for k in keys]
@@ -101,19 +121,20 @@ def partition_table(
         valid=[c.valid for c in key_cols],
         backend=backend,
     )
+    return result
+
+
+def _table_of(table: Table, result: Any, views: list[Any], rows: int) -> Table:
+    """``views`` (the scattered buffers of ``result``, or slices of them) as a Table
+    shaped like ``table``."""
+    device = table.device
     where = {label: i for i, label in enumerate(result.names)}
-    counts = [int(x) for x in result.counts.tolist()]
-    out = []
-    for views, rows in zip(result.split(), counts, strict=True):
-        cols = {}
-        for name, col in zip(table.column_names, table.columns, strict=True):
-            data = views[where[f"data:{name}"]]
-            valid = views[where[f"valid:{name}"]] if col.valid is not None else None
-            if col.is_string:  # Strings(offsets[start:stop + 1], the whole chars buffer)
-                cols[name] = Column._trusted(
-                    device, col.type, data.chars, valid, data.offsets, col.nullable
-                )
-            else:
-                cols[name] = Column._trusted(device, col.type, data, valid, None, col.nullable)
-        out.append(Table._trusted(device, cols, rows, table.metadata))
-    return out
+    cols = {}
+    for name, col in zip(table.column_names, table.columns, strict=True):
+        data = views[where[f"data:{name}"]]
+        valid = views[where[f"valid:{name}"]] if col.valid is not None else None
+        if col.is_string:  # Strings(offsets[start:stop + 1], the whole chars buffer)
+            cols[name] = Column._trusted(device, col.type, data.chars, valid, data.offsets, col.nullable)
+        else:
+            cols[name] = Column._trusted(device, col.type, data, valid, None, col.nullable)
+    return Table._trusted(device, cols, rows, table.metadata)

@@ -143,7 +143,7 @@ def test_disk_full_while_shards_are_written(client):
 @pytest.mark.parametrize(
     ("module", "name", "phase"),
     [
-        ("reference_impl.shuffle.transfer", "partition_table", "transfer"),
+        ("reference_impl.shuffle.transfer", "partition_grouped", "transfer"),
         ("reference_impl.shuffle.unpack", "build", "unpack"),
     ],
 )

@@ -18,7 +18,7 @@ from table_strategies import ALL_TYPES, tables
 
 from reference_impl import SimDevice, Table
 from reference_impl.kernels import Strings, hash_numpy, pid_numpy
-from reference_impl.table.partition import partition_ids, partition_table
+from reference_impl.table.partition import partition_grouped, partition_ids, partition_table
 from reference_impl.table.spill import TABLE
 
 
@@ -98,6 +98,9 @@ def test_partition_properties(case, n):
     where: dict[tuple, int] = {}  # equal keys land together
     for key, pid in zip(rows(data.select(on), bits=False), ids.tolist(), strict=True):
         assert where.setdefault(key, pid) == pid
+    grouped, offsets = partition_grouped(t, on, n)  # the same rows, back to back
+    assert offsets == [0, *np.cumsum([p.num_rows for p in parts]).tolist()]
+    assert_identical(grouped.to_arrow(), pa.concat_tables([p.to_arrow() for p in parts]))
 
 
 def test_null_nan_and_signed_zero_keys_group(dev):
