@@ -2,7 +2,7 @@
 
 A transfer task (a worker thread) hands a batch to :meth:`Comms.send`, which returns as
 soon as the batch is on its way; it blocks only while this worker already has
-``max_in_flight`` bytes out. The sends run on the worker's event loop, one RPC per batch
+``max_in_flight()`` bytes out (one batch may exceed it alone). The sends run on the worker's event loop, one RPC per batch
 (``device_shuffle_receive``), while the task partitions its next chunk. ``flush`` waits
 for all of a run's sends and raises the first cause of failure.
 """
@@ -10,6 +10,7 @@ for all of a run's sends and raises the first cause of failure.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import distributed
@@ -24,9 +25,9 @@ RECEIVE_OP = "device_shuffle_receive"
 class Comms:
     """One worker's outgoing shards, over all runs."""
 
-    def __init__(self, worker: distributed.Worker, max_in_flight: int) -> None:
+    def __init__(self, worker: distributed.Worker, max_in_flight: Callable[[], int]) -> None:
         self.worker = worker
-        self.max_in_flight = max_in_flight
+        self.max_in_flight = max_in_flight  # asked per send: the store's limits may change
         self.in_flight = 0
         self._flight: asyncio.Condition | None = None
 
@@ -63,8 +64,9 @@ class Comms:
         if self._flight is None:
             self._flight = asyncio.Condition()
         nbytes = batch.nbytes
+        limit = self.max_in_flight()
         async with self._flight:
-            while self.in_flight and self.in_flight + nbytes > self.max_in_flight:
+            while self.in_flight and self.in_flight + nbytes > limit:
                 run.check()
                 await self._flight.wait()
             run.check()

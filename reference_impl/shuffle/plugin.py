@@ -32,13 +32,14 @@ from reference_impl.store import ProxifyHostFile
 from .buffers import RunBuffers
 from .comms import RECEIVE_OP, Comms
 from .errors import ShuffleClosedError, ShuffleError
-from .limiter import HOST_DEFAULT, HOST_FLOOR, DeviceRoom, HostBudget
+from .limiter import HOST_DEFAULT, HOST_FLOOR, DeviceRoom, HostBudget, return_freed_memory
 from .run import ShuffleRun
 
 EXTENSION = "device_shuffle"
 CLOSE_OP = "device_shuffle_close"
 FAIL_OP = "device_shuffle_fail"
-MAX_IN_FLIGHT = "64 MiB"  # per worker; config key reference-impl.shuffle.max-in-flight
+MAX_IN_FLIGHT = 64 * 2**20  # per worker at most; config key reference-impl.shuffle.max-in-flight
+MIN_IN_FLIGHT = 2**20
 _CLOSED_REMEMBERED = 10_000
 
 
@@ -53,7 +54,7 @@ class ShuffleExtension:
         self.worker = worker
         self.runs: dict[str, ShuffleRun] = {}
         self.closed: OrderedDict[str, tuple[str, str | None, str | None]] = OrderedDict()
-        self.comms = Comms(worker, _config_bytes("max-in-flight", MAX_IN_FLIGHT))
+        self.comms = Comms(worker, self.max_in_flight)
         self.room = DeviceRoom(lambda: self.store)
         self.budget = HostBudget(
             lambda: self.store,
@@ -87,6 +88,18 @@ class ShuffleExtension:
     def device(self) -> Any:
         store = self.store
         return store.device if store is not None else get_device("auto")
+
+    def max_in_flight(self) -> int:
+        """Bytes this worker may have on their way: the config key if set, else a quarter
+        of the store's host limit (between 1 and 64 MiB). Sent bytes are held twice, by
+        the sender until acknowledged and by the receiver until appended, and both are
+        host memory outside the store: they must scale with the host limit."""
+        if dask.config.get("reference-impl.shuffle.max-in-flight", None) is not None:
+            return _config_bytes("max-in-flight", None)
+        limit = getattr(self.store, "memory_limit", None)
+        if limit is None:
+            return MAX_IN_FLIGHT
+        return min(max(limit // 4, MIN_IN_FLIGHT), MAX_IN_FLIGHT)
 
     @property
     def in_flight(self) -> int:
@@ -129,7 +142,8 @@ class ShuffleExtension:
     ) -> None:
         """Forget ``shuffle_id``: drop its shards and files, stop its sends, and refuse
         anything that still arrives for it. ``phase`` and ``worker`` name a lost worker
-        that ended the shuffle, for the errors raised here later.
+        that ended the shuffle, for the errors raised here later. When it was the
+        worker's last run, the C allocator's free pages go back to the OS.
 
         Unless the run ended in success (``collect=False``), a garbage collection
         follows: an exception that went through distributed's ``sync`` or an erred task
@@ -144,8 +158,11 @@ class ShuffleExtension:
             return
         run.close(ShuffleClosedError(shuffle_id, phase or "unpack", worker or run.worker, reason))
         self.comms.cancel(run)
-        if collect:
-            threading.Thread(target=gc.collect, name="device-shuffle-gc", daemon=True).start()
+        last = not self.runs
+        if collect or last:
+            threading.Thread(
+                target=_after_close, args=(collect, last), name="device-shuffle-gc", daemon=True
+            ).start()
 
     def fail_run(self, shuffle_id: str, phase: str, worker: str | None, reason: str) -> None:
         """The scheduler says the shuffle failed (a worker left): stop work on it here."""
@@ -197,6 +214,13 @@ class ShuffleExtension:
     def _keep_batch(self, run: ShuffleRun, batch: Any) -> None:
         for output, row, frames in batch.items():
             self.keep(run, output, row, frames)
+
+
+def _after_close(collect: bool, last: bool) -> None:
+    if collect:
+        gc.collect()
+    if last:
+        return_freed_memory()
 
 
 def get_extension(worker: distributed.Worker | None = None) -> ShuffleExtension:
