@@ -195,6 +195,10 @@ class OutputBuilder:
         return Table._trusted(self.device, cols, self.rows, metadata)
 
 
+def empty_table(schema: pa.Schema, device: Any) -> Table:
+    return Table.from_arrow(schema.empty_table(), device)
+
+
 def build(
     schema: pa.Schema, index: np.ndarray, pieces: Iterable[tuple[int, memoryview]], device: Any
 ) -> Table:

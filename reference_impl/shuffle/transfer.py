@@ -1,9 +1,9 @@
 """The transfer phase: partition local inputs, send shards straight to their workers.
 
 One task per worker that holds inputs (no task per shard). For each input, one
-chunk at a time (at most a quarter of the device limit): make room, copy the
-chunk out of the input and let the input go (so the store can really spill it),
-``partition_grouped`` the copy, and pack its shards to host (:mod:`.packed`): this
+chunk at a time (at most a quarter of the device limit): make room,
+``partition_grouped`` the chunk and let the input go (so the store can really spill
+it between chunks), and pack the shards to host (:mod:`.packed`): this
 worker's own are appended to its output buffers, the others are sent, one message
 per destination, over distributed's comms. Sends run on the worker's event loop
 while the task partitions the next chunk; the bytes in flight are bounded (:mod:`.comms`).
@@ -26,7 +26,6 @@ from reference_impl.table.partition import partition_grouped
 from .errors import ShuffleError
 from .packed import pack_grouped
 from .plugin import get_extension
-from .shards import copy_table
 from .spec import ShuffleSpec
 
 ROW_OVERHEAD = 8  # bytes a row the partition kernels add (int32 ids, scan scratch)
@@ -129,20 +128,19 @@ def _partition_and_send(
     spec: ShuffleSpec,
     rows: list[int],
 ) -> None:
-    """Copy rows ``start:stop`` of the input out (then let go of the input), partition
-    the copy, keep or send its shards. Room is made for the copy and its partitions."""
+    """Partition rows ``start:stop`` of the input, pack the partitions to host (then let
+    go of the input and the partitions), keep or send the shards. Room is made for the
+    partitioned copy; the input itself is the store's (read back if it spilled)."""
     npartitions, placement = spec.npartitions, spec.placement
     me = ext.worker.address
     total = value.num_rows  # from the proxy's metadata: no unspill yet
     stop = min(stop, total)
     nbytes = value.nbytes * (stop - start) // max(total, 1)
-    # the copy, its partitioned copy, the kernels' row ids and per-partition counts
-    with ext.room(2 * nbytes + ROW_OVERHEAD * (stop - start) + 16 * npartitions):
+    # the partitioned copy, the kernels' row ids and per-partition counts
+    with ext.room(nbytes + ROW_OVERHEAD * (stop - start) + 16 * npartitions):
         table = unwrap(value)
-        _, piece = copy_table(table.slice(start, stop), source)
+        grouped, offsets = partition_grouped(table.slice(start, stop), list(spec.on), npartitions)
         del table
-        grouped, offsets = partition_grouped(piece, list(spec.on), npartitions)
-        del piece
         # one d2h copy per buffer; the device copies go before anything is sent
         packed = pack_grouped(grouped, offsets, source)
         del grouped

@@ -18,9 +18,8 @@ import numpy as np
 from reference_impl.table import Table
 
 from .errors import ShuffleError
-from .packed import build, latest, output_nbytes, record_nbytes
+from .packed import build, empty_table, latest, output_nbytes, record_nbytes
 from .plugin import get_extension
-from .shards import empty_table
 from .spec import ShuffleSpec
 
 

@@ -14,9 +14,11 @@ import pyarrow as pa
 import pytest
 from shuffle_helpers import check_shuffle, cluster, spill_files, worker_state
 
-from reference_impl import ProxifyHostFile, Table, get_device
+from reference_impl import Table, get_device
 from reference_impl.shuffle import shuffle
-from reference_impl.shuffle.shards import assemble, describe
+from reference_impl.shuffle.buffers import RunBuffers
+from reference_impl.shuffle.limiter import HostBudget
+from reference_impl.shuffle.packed import build, output_nbytes, pack_grouped
 
 LIMIT = 2 * 2**20  # device_memory_limit per worker
 HOST = 4 * 2**20  # memory_limit per worker (host tier), beyond it: disk
@@ -120,25 +122,27 @@ def test_device_peak_and_rss_stay_bounded(client):
     del got, tables, outs, inputs
 
 
-def test_unpack_adds_at_most_one_and_a_half_outputs(tmp_path):
-    """Measured on the ledger: the output once, plus one shard read back at a time."""
+def test_unpack_adds_the_output_once(tmp_path):
+    """Measured on the ledger: building an output from shards on disk allocates the output
+    and nothing else on the device (each buffer staged on host, uploaded once)."""
     dev = get_device("sim", "64 MiB")
-    with ProxifyHostFile(device=dev, device_memory_limit="64 MiB", local_directory=str(tmp_path)) as store:
-        rng = np.random.default_rng(0)
-        pieces = []
-        for i in range(8):
-            t = Table.from_arrow(pa.table({"k": rng.integers(0, 9, 10_000), "f": rng.random(10_000)}), dev)
-            pieces.append((describe(t, (i, 0)), store.register_external(t)))
-            del t
-        store.evict(10**9)  # every shard spilled: each comes back only for its copy
-        total = sum(m.nbytes for m, _ in pieces)
-        base = dev.bytes_in_use()
-        dev.reset_peak()
-        out = assemble(pieces[0][1].schema, pieces, dev)
-        assert out.nbytes == total and not pieces
-        added = dev.peak_bytes() - base
-        assert added <= 1.5 * out.nbytes, (added, out.nbytes)
-        assert store.snapshot().n_externals == 0  # every shard dropped after its copy
+    rng = np.random.default_rng(0)
+    bufs = RunBuffers("s", "w", str(tmp_path), HostBudget(lambda: None))
+    for i in range(8):
+        t = Table.from_arrow(pa.table({"k": rng.integers(0, 9, 10_000), "f": rng.random(10_000)}), dev)
+        for output, row, frames in pack_grouped(t, [0, t.num_rows], (i, 0)):
+            bufs.append(output, row, frames)
+        schema = t.schema
+        del t
+    assert bufs.write_out(10**9) > 0  # every shard on disk
+    buf = bufs.take(0)
+    base = dev.bytes_in_use()
+    dev.reset_peak()
+    out = build(schema, buf.rows(), bufs.read(0, buf), dev)
+    assert out.num_rows == 80_000
+    added = dev.peak_bytes() - base
+    assert added == out.nbytes == output_nbytes(schema, buf.rows()), (added, out.nbytes)
+    bufs.clear()
 
 
 def test_cleanup_after_success_cancel_and_concurrent_shuffles(client):
