@@ -20,7 +20,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from conformance.adapters._spread import on_holders, workers
+from conformance.adapters._spread import read_outputs, workers
 from conformance.adapters.reference import ReferenceAdapter
 
 
@@ -69,7 +69,8 @@ def _key_values(column: Any) -> list:
 class _BrokenShuffle(ReferenceAdapter):
     """The reference's shuffle adapter in four overridable steps: ``prepare`` (the inputs,
     keys and count the reference shuffle gets), the reference shuffle, ``finish`` (the task
-    that turns an output Table into Arrow) and ``collect`` (the Arrow tables, in order)."""
+    that turns an output Table into Arrow, read a batch at a time as the reference adapter
+    reads them) and ``collect`` (the Arrow tables, in order)."""
 
     capabilities = frozenset(c for c in ReferenceAdapter.capabilities if c.startswith("shuffle"))
     violates: tuple[str, ...] = ()
@@ -83,18 +84,17 @@ class _BrokenShuffle(ReferenceAdapter):
 
         inputs, on, npartitions = self.prepare(list(inputs), list(on), npartitions, env)
         outputs = shuffle(env.client, inputs, on, npartitions)
-        # Read each output on its holder, as the reference adapter does.
-        arrow = on_holders(env, self.finish, outputs, keep_errors=self.keep_errors, on=on)
-        del outputs
-        return self.collect(arrow, env)
+        # Read each output on its holder, in batches, as the reference adapter does.
+        errors = "return" if self.keep_errors else "raise"
+        return self.collect(read_outputs(env, outputs, self.finish, errors=errors, on=on), env)
 
-    keep_errors = False  # see on_holders
+    keep_errors = False  # collect gets each failed read's exception (read_outputs' errors)
 
     def prepare(self, inputs: list, on: list[str], npartitions: int, env: Any):
         return inputs, on, npartitions
 
     def collect(self, arrow: list, env: Any) -> list:
-        return env.client.gather(arrow)
+        return arrow
 
     def _per_input(self, fn, inputs: list, env: Any, *args: Any) -> list:
         """``fn(input, *args)`` as a task on the worker that holds each input."""
@@ -121,7 +121,7 @@ class DropsEmptyOutputs(_BrokenShuffle):
     violates = ("14.7",)
 
     def collect(self, arrow, env):
-        return [t for t in env.client.gather(arrow) if t.num_rows]
+        return [t for t in arrow if t.num_rows]
 
 
 # 2 ------------------------------------------------------------------------------ 14.9
@@ -135,8 +135,8 @@ class WorkerOrder(_BrokenShuffle):
     def collect(self, arrow, env):
         n = len(workers(env))
         out = []
-        for w in range(n):  # one gather per worker: the client holds one worker's outputs
-            out.extend(env.client.gather(arrow[w::n]))
+        for w in range(n):  # worker by worker
+            out.extend(arrow[w::n])
         return out
 
 
@@ -242,13 +242,14 @@ class PartialAfterWorkerLoss(_BrokenShuffle):
         from reference_impl.shuffle import ShuffleError
 
         out = []
-        for f in arrow:
-            try:
-                out.append(f.result())
-            except ShuffleError as exc:
-                if self.error_word is not None and self.error_word not in str(exc):
-                    raise
-                out.append(self._schema.empty_table())
+        for t in arrow:
+            if isinstance(t, BaseException):
+                if not isinstance(t, ShuffleError) or (
+                    self.error_word is not None and self.error_word not in str(t)
+                ):
+                    raise t
+                t = self._schema.empty_table()
+            out.append(t)
         return out
 
 
@@ -456,7 +457,7 @@ class SchemaOnTheAdapter(_BrokenShuffle):
         return inputs, on, npartitions
 
     def collect(self, arrow, env):
-        return [t.cast(self._schema) for t in env.client.gather(arrow)]
+        return [t.cast(self._schema) for t in arrow]
 
 
 # 14 ----------------------------------------------------------------------------- 14.12
@@ -595,9 +596,7 @@ class PlanLeftOnFailure(_BrokenShuffle):
         outputs = shuffle(env.client, list(inputs), list(on), npartitions)
         token = uuid.uuid4().hex
         env.client.run(_write_plan, token)
-        arrow = on_holders(env, self.finish, outputs, on=on)
-        del outputs
-        result = env.client.gather(arrow)
+        result = read_outputs(env, outputs, self.finish, on=on)
         env.client.run(_remove_plan, token)
         return result
 
