@@ -27,8 +27,8 @@ cuDF-only parts (``get_no_comm_postprocess``'s deep copy, ``get_proxify`` withou
   cluster uses the one context, as upstream's cache intends (unheld, each shuffle would make
   a new one and leave the old one's endpoints open on the workers). ``shuffle`` runs under
   ``env.client.as_current()``, which is what ``default_comms()`` and ``df.persist()`` find.
-* Outputs: the result's partitions (persisted by upstream; ``to_delayed()`` lists them in
-  partition order) are turned back into Arrow on their workers with the inputs' schema and
+* Outputs: the result's partitions (persisted by upstream: one future per partition, keyed
+  ``(name, i)``) are turned back into Arrow on their workers with the inputs' schema and
   fetched a batch bounded by the host limit at a time (``_spread.read_outputs``), output
   ``i`` at index ``i``. (Gathering them all in one request made every worker load all it
   holds at once, plus Arrow's serialization copy: an adapter artefact, fixed in issue 24.)
@@ -129,8 +129,14 @@ class DaskCudaExplicitCommsAdapter:
         with env.client.as_current():
             df = dd.from_delayed(list(inputs), meta=meta, verify_meta=False)
             out = self._mods["shuffle"](df, list(on), npartitions)
-            # to_delayed(): the persisted partitions in partition order
-            outputs = [distributed.futures_of(p)[0] for p in out.to_delayed()]
+            # The persisted partitions: futures keyed (name, i) for partition i (each of
+            # to_delayed()'s graphs holds them all, behind an alias layer).
+            outputs = sorted(distributed.futures_of(out), key=lambda f: f.key[1])
+            if [f.key[1] for f in outputs] != list(range(out.npartitions)):
+                raise RuntimeError(
+                    f"explicit-comms returned partitions {[f.key for f in outputs]} for "
+                    f"{out.npartitions} outputs"
+                )
             del out, df
         return read_outputs(env, outputs, _to_arrow, schema=schema, fn=fn)
 
@@ -143,10 +149,11 @@ def _to_pandas(table: Any) -> Any:
 
 
 def _to_arrow(df: Any, schema: Any, fn: Any = None) -> Any:
-    """Task: an output partition as Arrow with the inputs' schema (and ``fn`` of it)."""
-    import pyarrow as pa
+    """Task: an output partition as Arrow with the inputs' schema, metadata included (and
+    ``fn`` of it): ``from_pandas`` adds pandas' own metadata, which the inputs never had."""
+    from conformance.adapters._dask_frame import to_arrow
 
-    table = pa.Table.from_pandas(df, schema=schema, preserve_index=False)
+    table = to_arrow(df, schema)
     return table if fn is None else fn(table)
 
 
