@@ -668,6 +668,61 @@ class LostOutputWaits(_BrokenShuffle):
         return inputs, on, npartitions
 
 
+# 24 ----------------------------------------------------------------------------- 14.20
+_HOST_COPIES: list[Any] = []  # per worker process: host copies of this shuffle's partitions
+
+
+def _host_copy(table: Any) -> Any:
+    """An Arrow copy of ``table`` in fresh host buffers (an IPC stream read back)."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return pa.ipc.open_stream(sink.getvalue()).read_all()
+
+
+def _keep_input_copy(table: Any) -> int:
+    """Task on an input's holder: keep a host copy of it (to send again without a recompute,
+    should a transfer fail)."""
+    _HOST_COPIES.append(_host_copy(_to_arrow(table)))
+    return len(_HOST_COPIES)
+
+
+def _arrow_kept(table: Any, on: Sequence[str] = ()) -> Any:
+    """The output as Arrow, a host copy of it kept (to serve a read again)."""
+    t = _to_arrow(table)
+    _HOST_COPIES.append(_host_copy(t))
+    return t
+
+
+def _drop_host_copies() -> int:
+    n = len(_HOST_COPIES)
+    _HOST_COPIES.clear()
+    return n
+
+
+class KeepsHostCopies(_BrokenShuffle):
+    """Keeps a host (Arrow) copy of every input it sends and every output it builds until the
+    shuffle returns, to retry a failed transfer or read without recomputing: nothing on the
+    device, no file and no task is left, so the device's ledger stays within its bound; the
+    workers' RSS holds the whole data once more."""
+
+    name = "broken-shuffle-keeps-host-copies"
+    violates = ("14.20",)
+    finish = staticmethod(_arrow_kept)
+
+    def prepare(self, inputs, on, npartitions, env):
+        env.client.gather(self._per_input(_keep_input_copy, inputs, env))
+        return inputs, on, npartitions
+
+    def shuffle(self, inputs, on, npartitions, env):
+        try:
+            return super().shuffle(inputs, on, npartitions, env)
+        finally:
+            env.client.run(_drop_host_copies)
+
+
 # which conformance ID must catch which bug
 EXPECTED: dict[str, tuple[type, str]] = {
     "drops_empty": (DropsEmptyOutputs, "SHUF-COUNT-001"),
@@ -695,6 +750,7 @@ EXPECTED: dict[str, tuple[type, str]] = {
     "result_cache": (ResultCacheByInputs, "SHUF-STATE-001"),
     "truncated_file_short": (TruncatedFileReadsShort, "SHUF-STATE-001"),
     "lost_output_waits": (LostOutputWaits, "SHUF-FAULT-004"),
+    "keeps_host_copies": (KeepsHostCopies, "SHUF-BOUND-003"),
 }
 
 for _attr, (_cls, _cid) in EXPECTED.items():
