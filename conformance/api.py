@@ -102,6 +102,13 @@ class ShuffleHooks(Protocol):
     - ``memory_budget(env) -> int``: the bytes per worker the shuffle promises to stay
       within, on the device (``shuffle.device``) or in RSS; default ``env.device_limit``.
     - ``cluster_config() -> dict``: dask config in force while the cluster starts and runs.
+    - ``accepts_worker_tables = True`` (an attribute): ``load_inputs`` also takes a
+      :class:`WorkerTables`, inputs already made on the workers (``stress`` generates its
+      inputs there, so that no input table travels from the caller or inside a task).
+    - ``shuffle_map(inputs, on, npartitions, env, fn) -> list``: ``shuffle``, but the list
+      holds ``fn(output i as a pyarrow.Table)``, computed on the worker that holds output
+      ``i`` (``fn`` is a picklable function of one table); only its result travels. ``stress``
+      checks its outputs so (per-row digests on the workers).
     """
 
     def setup_cluster(self, env: ShuffleEnv) -> None: ...
@@ -109,6 +116,18 @@ class ShuffleHooks(Protocol):
     def phase_of(self, key: str) -> str | None: ...
     def memory_budget(self, env: ShuffleEnv) -> int: ...
     def cluster_config(self) -> dict[str, Any]: ...
+    def shuffle_map(
+        self, inputs: Any, on: Sequence[str], npartitions: int, env: ShuffleEnv, fn: Any
+    ) -> Sequence[Any]: ...
+
+
+class WorkerTables(list):
+    """Input tables already on the workers: ``distributed.Future`` s of ``pyarrow.Table`` s
+    (each made on a worker), with their common ``schema``. Passed to ``load_inputs`` only of
+    an adapter that declares ``accepts_worker_tables = True``; the caller may release the
+    futures once ``load_inputs`` returned (what it returned holds what it needs)."""
+
+    schema: Any = None
 
 
 # Which methods each capability makes mandatory (checked at start-up).

@@ -3,8 +3,9 @@
 The suite starts each cluster itself (loopback, worker processes under nannies, one
 thread each) and stops it. For ``shuffle.device`` implementations every worker gets a
 device of the suite's own making as its process default, so the device's ledger is the
-suite's; for the others it samples each worker process's RSS. Phases are observed on the
-scheduler (which lives in this process) and faults are injected from there.
+suite's; for every implementation it samples each worker process's RSS (the bound of
+clause 14.20, :func:`rss_bound`). Phases are observed on the scheduler (which lives in this
+process) and faults are injected from there.
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ from .api import ShuffleEnv
 from .harness import files_under
 
 CAPACITY_FACTOR = 16  # a worker's device capacity = CAPACITY_FACTOR * its limit
+# Clause 14.20: a worker's RSS growth during a shuffle <= the memory it may hold in RAM
+# (rss_allowance) + RSS_PARTITIONS x the largest partition + RSS_OVERHEAD. The overhead was
+# measured after a warm-up shuffle of the same size (SPEC.md 14.20 gives the figures).
+RSS_OVERHEAD = 8 * 2**20
+RSS_PARTITIONS = 2
 SHUFFLE_TIMEOUT = 120.0  # a shuffle that takes longer hangs (clause 14.5)
 DASK_FILES = (".lock", ".dirlock", "global.lock", "purge.lock")
 
@@ -177,6 +183,38 @@ class PhaseAction(SchedulerPlugin):
             self.fired.append(self.action())
 
 
+# Set in every worker process before it starts (distributed's pre-spawn environment, read by
+# glibc's malloc and by pyarrow when they initialise): buffers of 64 KiB and more are mapped
+# and unmapped one by one, Arrow allocates through malloc, so what a shuffle frees leaves the
+# RSS at once instead of staying in an allocator's pool for reuse, and the RSS growth of a
+# shuffle (14.20) is what it holds, not what an earlier one left the allocator.
+WORKER_ENVIRON = {"MALLOC_MMAP_THRESHOLD_": "65536", "ARROW_DEFAULT_MEMORY_POOL": "system"}
+
+
+def worker_environ() -> dict[str, str]:
+    """distributed's pre-spawn environment with the suite's allocator settings on top."""
+    import dask
+
+    return dict(dask.config.get("distributed.nanny.pre-spawn-environ", {})) | WORKER_ENVIRON
+
+
+def rss_allowance(
+    on_device: bool, device_kind: str | None, budget: int, host_limit: int | None
+) -> int:
+    """Clause 14.20: the bytes a worker may hold in RAM. On a device: the host limit, plus the
+    budget where the device's memory is host RAM (``sim``); otherwise the budget (which is
+    RSS already, 14.2)."""
+    if not on_device:
+        return budget
+    return (host_limit or 0) + (budget if device_kind == "sim" else 0)
+
+
+def rss_bound(allowance: int, largest: int) -> int:
+    """Clause 14.20's bound on a worker's RSS growth, given ``rss_allowance`` and the largest
+    partition (input or output) of the shuffle."""
+    return allowance + RSS_PARTITIONS * largest + RSS_OVERHEAD
+
+
 def remove_files(root: str | Path) -> int:
     """Remove every file under ``root`` except dask's own lock files; how many went."""
     n = 0
@@ -197,6 +235,7 @@ class ShuffleRun:
     outputs: Sequence[Any]
     seconds: float
     peaks: dict[str, int] | None = None  # per worker: device high-water mark or RSS growth
+    rss: dict[str, int] | None = None  # per worker: RSS growth (every implementation, 14.20)
 
 
 class ShuffleCluster:
@@ -219,7 +258,10 @@ class ShuffleCluster:
         self.spill_dir = str(spill_dir)
         capacity = CAPACITY_FACTOR * (device_limit or 2**20)
         plugins = {SuiteDevice(device_kind, capacity)} if self.on_device else set()
-        self._config = dask.config.set(self._hook("cluster_config", dict)())
+        self._config = dask.config.set(
+            {"distributed.nanny.pre-spawn-environ": worker_environ()}
+            | self._hook("cluster_config", dict)()
+        )
         self._config.__enter__()
         try:
             self.cluster = distributed.LocalCluster(
@@ -262,11 +304,10 @@ class ShuffleCluster:
     def shuffle(self, inputs: Any, on: Sequence[str], npartitions: int, *, measure=False):
         """Run one shuffle with a hang guard; with ``measure``, the per-worker peaks."""
         sampler = None
-        if measure:
+        if measure:  # RSS for every implementation (14.20), the ledger too on a device
             if self.on_device:
                 self.client.run(reset_device_peak)
-            else:
-                sampler = RssSampler(self.worker_pids())
+            sampler = RssSampler(self.worker_pids())
         start = time.perf_counter()
         try:
             outputs = call_with_timeout(
@@ -279,7 +320,7 @@ class ShuffleCluster:
         peaks = None
         if measure:
             peaks = self.client.run(device_peak) if self.on_device else rss
-        return ShuffleRun(list(outputs), seconds, peaks)
+        return ShuffleRun(list(outputs), seconds, peaks, rss)
 
     def run(self, case: Any, *, measure: bool = False) -> ShuffleRun:
         return self.shuffle(self.load(case.tables), case.on, case.npartitions, measure=measure)
@@ -287,6 +328,12 @@ class ShuffleCluster:
     # ------------------------------------------------------------------ ground truth
     def worker_pids(self) -> dict[str, int]:
         return self.client.run(os.getpid)
+
+    def rss_allowance(self) -> int:
+        """Clause 14.20: the bytes each worker may hold in RAM (:func:`rss_allowance`)."""
+        return rss_allowance(
+            self.on_device, self.env.device_kind, self.budget(), self.env.host_limit
+        )
 
     def budget(self) -> int:
         fn = getattr(self.adapter, "memory_budget", None)

@@ -1,6 +1,7 @@
 """Memory, measured by the suite (the devices' ledgers, or sampled RSS), never reported by
 the shuffle: the peak per worker against the budget, with data several times the budget,
-and the spike of building outputs."""
+the spike of building outputs, and every worker's RSS against what it may hold in RAM (for
+device implementations too: the ledger does not see host copies)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import pytest
 
 from conformance import conformance_id, requires
 from conformance import shuffle_oracle as oracle
+from conformance.shuffle_harness import RSS_OVERHEAD, RSS_PARTITIONS, rss_bound
 from conformance.tables import ShuffleCase, uniform_case
 
 FACTOR = 4  # data = FACTOR x the workers' aggregate budget
+RSS_INPUTS = 12  # SHUF-BOUND-003: inputs (and outputs) of its case
+MIB = 2**20
 
 
 def _warm(cluster) -> None:
@@ -81,3 +85,33 @@ def test_data_four_times_the_budget_arrives_whole(tight_cluster, record_detail):
     record_detail(f"{total / 2**20:.0f} MiB in {run.seconds:.1f} s")
     problems = oracle.row_ids_problems(case, run.outputs)
     assert not problems, "; ".join(problems)
+
+
+@conformance_id("SHUF-BOUND-003", clause="14.20")
+@requires("shuffle", "shuffle.bounded")
+def test_rss_growth_stays_within_what_a_worker_may_hold(tight_cluster, record_detail):
+    """Data FACTOR times the RAM the workers may hold together, after a warm-up shuffle of
+    the same size: each worker's RSS growth within that RAM + twice the largest partition +
+    the fixed overhead. Host copies of shards or outputs, serialization buffers and Arrow's
+    pool count, whatever the device's ledger says."""
+    cluster = tight_cluster
+    allowance = cluster.rss_allowance()
+    assert cluster.env.host_limit, "14.20 is judged on a cluster with a host limit"
+    rows = FACTOR * allowance * cluster.env.n_workers // RSS_INPUTS // 24
+    cluster.run(uniform_case(RSS_INPUTS, rows, RSS_INPUTS, seed=7))  # the warm-up
+    case = uniform_case(RSS_INPUTS, rows, RSS_INPUTS, seed=8)
+    run = cluster.run(case, measure=True)
+    problems = oracle.row_ids_problems(case, run.outputs)
+    assert not problems, "; ".join(problems)
+    largest = max(_nbytes(case.tables), _nbytes(run.outputs))
+    bound = rss_bound(allowance, largest)
+    worst = max(run.rss.values())
+    record_detail(f"RSS growth {worst / MIB:.1f} MiB of {bound / MIB:.1f}")
+    over = {
+        w: f"{g / MIB:.1f} MiB" for w, g in sorted(run.rss.items()) if g > bound
+    }
+    assert not over, (
+        f"RSS growth above {bound / MIB:.1f} MiB = {allowance / MIB:.1f} MiB the worker may "
+        f"hold in RAM + {RSS_PARTITIONS} x the largest partition ({largest / MIB:.2f} MiB) + "
+        f"{RSS_OVERHEAD / MIB:.0f} MiB: {over}"
+    )

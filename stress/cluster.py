@@ -5,7 +5,9 @@ each with its own SimDevice for ``shuffle.device`` implementations. On ``cuda`` 
 ``LocalDeviceCluster`` with one GPU per worker (``CUDA_VISIBLE_DEVICES``); with
 ``--scheduler`` the workers of an existing cluster. All expose what the scenarios use:
 ``client``, ``env``, ``adapter``, ``on_device``, ``settled()``, ``mark_baseline()``,
-``kill_in(phase)``, ``scheduler`` (None when it is not in this process) and ``close()``.
+``kill_in(phase)``, ``scheduler`` (None when it is not in this process), ``local_workers``
+(the workers run on this machine: their RSS is sampled, SPEC 14.20) and ``close()``. Local
+workers start with the suite's allocator settings (``shuffle_harness.WORKER_ENVIRON``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,12 @@ import os
 from typing import Any
 
 from conformance.api import ShuffleEnv
-from conformance.shuffle_harness import CAPACITY_FACTOR, PhaseKiller, ShuffleCluster
+from conformance.shuffle_harness import (
+    CAPACITY_FACTOR,
+    PhaseKiller,
+    ShuffleCluster,
+    worker_environ,
+)
 
 from .sampler import files_bytes
 from .settings import Settings
@@ -43,6 +50,7 @@ def open_cluster(
         host_limit=host_limit,
     )
     cluster.scheduler = cluster.cluster.scheduler
+    cluster.local_workers = True
     try:  # on a loaded machine the worker processes register after LocalCluster returns
         cluster.client.wait_for_workers(settings.workers, timeout=WORKERS_TIMEOUT)
     except BaseException:
@@ -59,6 +67,7 @@ class _Own:
     env: ShuffleEnv
     spill_dir: str
     scheduler: Any = None
+    local_workers = False
 
     def _finish(self, device_limit: int, host_limit: int | None, capacity: int | None) -> None:
         import distributed
@@ -106,20 +115,23 @@ class _Own:
 
 class _Gpus(_Own):
     kind = "cuda"
+    local_workers = True
 
     def __init__(self, adapter, settings, spill_dir, device_limit, host_limit) -> None:
+        import dask
         import distributed
 
         from reference_impl.shuffle import LocalDeviceCluster
 
         self.adapter, self.spill_dir = adapter, spill_dir
-        self.cluster = LocalDeviceCluster(
-            settings.workers,
-            device="cuda",
-            device_memory_limit=device_limit,
-            memory_limit=host_limit,
-            local_directory=spill_dir,
-        )
+        with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_environ()}):
+            self.cluster = LocalDeviceCluster(
+                settings.workers,
+                device="cuda",
+                device_memory_limit=device_limit,
+                memory_limit=host_limit,
+                local_directory=spill_dir,
+            )
         self.client = distributed.Client(self.cluster, set_as_default=False)
         self.client.wait_for_workers(settings.workers, timeout=WORKERS_TIMEOUT)
         self.scheduler = self.cluster.scheduler

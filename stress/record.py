@@ -11,7 +11,8 @@ from typing import Any
 
 @dataclass
 class Sample:
-    """One reading of one worker: bytes on the device, in host memory and on disk, and RSS."""
+    """One reading of one worker: bytes on the device, in host memory and on disk, RSS, what
+    no ledger tracks (RSS - host tier - device bytes held in RAM) and Arrow's pool."""
 
     t: float
     worker: str
@@ -19,6 +20,8 @@ class Sample:
     host: int | None = None
     disk: int | None = None
     rss: int | None = None
+    untracked: int | None = None
+    arrow: int | None = None
 
 
 @dataclass

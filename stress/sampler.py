@@ -3,13 +3,16 @@
 Worker readings come from the workers themselves (``client.run``): device bytes from the
 process's device ledger (``reference_impl.device.default_device()``), host and disk bytes
 from the worker store's public ``stats()`` where it has one, the bytes of the files under
-the worker's local directory, and the RSS (psutil). Store readings (store-churn) call a
-function in this process.
+the worker's local directory, the RSS (psutil), Arrow's pool (``pyarrow.total_allocated_bytes()``,
+once the worker imported pyarrow) and what no ledger tracks: **untracked** = RSS - host tier
+- device bytes where the device's memory is host RAM (``sim``), for workers whose store
+reports its tiers. Store readings (store-churn) call a function in this process.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -43,12 +46,19 @@ def worker_probe(on_device: bool, dask_worker: Any = None) -> dict[str, Any]:
         out.update(host=s.get("host_bytes"), store_disk=s.get("disk_bytes"))
         out.update(spilled=s.get("spilled_bytes"), disk_written=s.get("disk_written_bytes"))
     out["disk"] = files_bytes(dask_worker.local_directory)
+    pyarrow = sys.modules.get("pyarrow")  # never imported just to read it
+    if pyarrow is not None:
+        out["arrow"] = int(pyarrow.total_allocated_bytes())
+    ram_device = 0
     if on_device:
         from reference_impl.device import default_device
 
         dev = default_device()
         if dev is not None:
             out.update(device=dev.bytes_in_use(), device_peak=dev.peak_bytes())
+            ram_device = out["device"] if getattr(dev, "kind", None) == "sim" else 0
+    if out.get("host") is not None:
+        out["untracked"] = out["rss"] - out["host"] - ram_device
     return out
 
 
@@ -76,7 +86,10 @@ class Sampler:
         self.last = readings
         self.record.add_samples(
             [
-                Sample(t, w, r.get("device"), r.get("host"), r.get("disk"), r.get("rss"))
+                Sample(
+                    t, w, r.get("device"), r.get("host"), r.get("disk"), r.get("rss"),
+                    r.get("untracked"), r.get("arrow"),
+                )
                 for w, r in readings.items()
             ]
         )

@@ -1,5 +1,6 @@
-"""timeline.png: device, host and disk bytes (and RSS) per worker over time, with the limits
-drawn as lines, from the samples taken during the run."""
+"""timeline.png: device, host and disk bytes, RSS, untracked bytes (RSS - host tier - device
+bytes held in RAM) and Arrow's pool per worker over time, with the limits drawn as lines,
+from the samples taken during the run. A panel whose readings no worker had is left out."""
 
 from __future__ import annotations
 
@@ -9,7 +10,14 @@ from pathlib import Path
 from .record import RunRecord
 
 MIB = 2**20
-PANELS = (("device", "device bytes"), ("host", "host bytes (store)"), ("disk", "disk bytes (spill files)"), ("rss", "RSS"))
+PANELS = (
+    ("device", "device bytes"),
+    ("host", "host bytes (store)"),
+    ("disk", "disk bytes (spill files)"),
+    ("rss", "RSS"),
+    ("untracked", "untracked\n(RSS - device - host)"),
+    ("arrow", "Arrow pool"),
+)
 
 
 def draw(record: RunRecord, path: Path) -> bool:

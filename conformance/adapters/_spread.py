@@ -1,13 +1,41 @@
-"""Putting a shuffle's input tables on the workers, as every built-in shuffle adapter does."""
+"""Putting a shuffle's input tables on the workers and reading its outputs back, as every
+built-in shuffle adapter does, without inflating the workers' memory (issue 24).
+
+- **Inputs never travel inside a task.** A task's arguments are part of its spec, which
+  distributed keeps (on the scheduler and on the worker) while the key is in memory, and the
+  caller holds the inputs until the shuffle returns: an input table submitted as an argument
+  stays on its worker next to the converted input it became (about 256 MiB per worker at
+  512 MiB of data). :func:`spread` hands each ``pyarrow.Table`` to the cluster's
+  :class:`InputSource` (a scheduler plugin) instead; the task that converts it names only its
+  key, fetches the table from the scheduler when it runs and drops it once converted. The
+  source keeps the table while the scheduler knows the task, so an input lost with its worker
+  is computed again elsewhere, as before; it forgets the table with the task. A future of a
+  table already on the workers (made there: ``stress`` generates its inputs so) is converted
+  on its holder and can be released by the caller at once.
+- **Outputs are read in batches.** Reading every output in one request (``client.gather``
+  of them all) makes each worker load every output it holds together, and Arrow's
+  serialization adds a copy of each: 2,081 MiB per worker at 1 GiB of data, against 545 one
+  output at a time. :func:`read_outputs` converts and fetches consecutive outputs whose sizes
+  (as the scheduler knows them) add up to at most :func:`read_budget` bytes, the host limit
+  (``READ_BUDGET_DEFAULT`` without one), and releases each batch before the next.
+"""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from distributed.diagnostics.plugin import SchedulerPlugin
 
 from conformance.api import ShuffleEnv
 
 WORKERS_TIMEOUT = 60.0  # seconds to wait for env.n_workers (a killed worker's nanny restarts it)
+# Bytes of outputs read in one batch when the environment sets no host limit: 64 MiB, an
+# eighth of the smallest worker the issue measured (512 MiB of data over 2 workers).
+READ_BUDGET_DEFAULT = 64 * 2**20
+SOURCE = "conformance-input-source"  # the scheduler plugin's name and its handler
+FETCH_TIMEOUT = 60.0  # seconds a task waits for the scheduler to hand it its input
 
 
 def workers(env: ShuffleEnv, timeout: float = WORKERS_TIMEOUT) -> list[str]:
@@ -29,53 +57,172 @@ def workers(env: ShuffleEnv, timeout: float = WORKERS_TIMEOUT) -> list[str]:
     return found
 
 
+# --------------------------------------------------------------------------- inputs
+class InputSource(SchedulerPlugin):
+    """Scheduler plugin: the input tables of tasks that fetch them when they run.
+
+    ``tables[key]`` is the table the task ``key`` converts; a handler of the same name hands
+    it to the worker running that task. The entry goes when the scheduler forgets the task
+    (its caller and every dependent released it): until then the task may run again.
+    """
+
+    name = SOURCE
+    idempotent = True
+
+    def __init__(self) -> None:
+        self.tables: dict[str, Any] = {}
+
+    async def start(self, scheduler: Any) -> None:
+        scheduler.handlers[SOURCE] = self.fetch
+
+    def fetch(self, key: str | None = None) -> Any:
+        from distributed.protocol import to_serialize
+
+        return to_serialize(self.tables[key])
+
+    def transition(self, key, start, finish, *args, **kwargs) -> None:
+        if finish == "forgotten" and self.tables:
+            self.tables.pop(key, None)
+
+
+def _put(key: str, table: Any, dask_scheduler: Any = None) -> int:
+    """On the scheduler: ``table`` is what the task ``key`` will fetch."""
+    dask_scheduler.plugins[SOURCE].tables[key] = table
+    return 1
+
+
+def _source_size(dask_scheduler: Any = None) -> int:
+    """On the scheduler: how many tables the source holds (tests)."""
+    plugin = dask_scheduler.plugins.get(SOURCE)
+    return len(plugin.tables) if plugin is not None else 0
+
+
+def _from_source(fn: Callable[[Any], Any], key: str) -> Any:
+    """Task: ``fn`` of the table the source holds for this task (``key``), fetched from the
+    scheduler now; the table itself is dropped once ``fn`` returned."""
+    import distributed
+    from distributed.utils import sync
+
+    worker = distributed.get_worker()
+    fetch = getattr(worker.scheduler, SOURCE)
+    table = sync(worker.loop, fetch, key=key, callback_timeout=FETCH_TIMEOUT)
+    return fn(table)
+
+
 def spread(env: ShuffleEnv, fn: Callable[[Any], Any], tables: Sequence[Any]) -> list[Any]:
     """``fn(table)`` as a task per input, round-robin over the workers and not pinned: pinned,
     an input lost with its worker would wait for that worker forever instead of being
-    computed again elsewhere."""
-    names = workers(env)
-    return [
-        env.client.submit(
-            fn, t, workers=[names[i % len(names)]], allow_other_workers=True, pure=False
-        )
-        for i, t in enumerate(tables)
-    ]
+    computed again elsewhere.
 
-
-def on_holders(
-    env: ShuffleEnv,
-    fn: Callable[..., Any],
-    outputs: Sequence[Any],
-    *,
-    keep_errors: bool = False,
-    **kwargs: Any,
-) -> list[Any]:
-    """``fn(output, **kwargs)`` as a task on the worker that holds each output.
-
-    A read that dask placed elsewhere (work stealing) would move the table between workers,
-    and the suite measures the shuffle, not dask's transfers. A failed shuffle raises its own
-    error here, before anything is submitted: reads that depend on erred outputs, released at
-    once by the raise, stayed wanted by the client on the scheduler (seen in the stress faults
-    run). ``keep_errors`` submits the reads of erred outputs too, for a caller that looks at
-    each read's error itself.
+    A ``pyarrow.Table`` goes to the cluster's :class:`InputSource`, never into the task; a
+    ``distributed.Future`` of one (made on the workers) is converted on the worker holding it.
     """
     import distributed
 
     client = env.client
+    names = workers(env)
+    futures = [t for t in tables if isinstance(t, distributed.Future)]
+    holders = client.who_has(futures) if futures else {}
+    if len(futures) < len(tables):
+        client.register_plugin(InputSource())
+    out = []
+    for i, t in enumerate(tables):
+        where = [names[i % len(names)]]
+        if isinstance(t, distributed.Future):
+            where = sorted(holders.get(t.key, ())) or where
+            out.append(
+                client.submit(fn, t, workers=where, allow_other_workers=True, pure=False)
+            )
+            continue
+        key = f"{getattr(fn, '__name__', 'input')}-{uuid.uuid4().hex}"
+        client.run_on_scheduler(_put, key, t)
+        out.append(
+            client.submit(
+                _from_source, fn, key, key=key, workers=where, allow_other_workers=True,
+                pure=False,
+            )
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- outputs
+def read_budget(env: ShuffleEnv) -> int:
+    """Bytes of outputs one batch reads: the host limit, or READ_BUDGET_DEFAULT without one."""
+    return int(env.host_limit) if env.host_limit else READ_BUDGET_DEFAULT
+
+
+def _batches(sizes: Sequence[int], budget: int) -> list[range]:
+    """Consecutive index ranges whose sizes add up to at most ``budget`` (at least one
+    index each: an output larger than the budget is read alone)."""
+    out, start, total = [], 0, 0
+    for i, n in enumerate(sizes):
+        if i > start and total + n > budget:
+            out.append(range(start, i))
+            start, total = i, 0
+        total += n
+    if start < len(sizes):
+        out.append(range(start, len(sizes)))
+    return out
+
+
+def read_outputs(
+    env: ShuffleEnv,
+    outputs: list[Any],
+    read: Callable[..., Any],
+    *,
+    errors: str = "raise",
+    budget: int | None = None,
+    **kwargs: Any,
+) -> list[Any]:
+    """``read(output, **kwargs)`` computed on the worker holding each output and fetched, a
+    batch of at most ``budget`` bytes of outputs (default :func:`read_budget`) at a time, in
+    order; each slot of ``outputs`` is released (set to None) once its batch is read.
+
+    A read that dask placed elsewhere (work stealing) would move the output between workers,
+    and the suite measures the shuffle, not dask's transfers: reads are pinned to the holder.
+    A failed shuffle raises its own error here, before anything is submitted: reads that
+    depend on erred outputs, released at once by the raise, stayed wanted by the client on the
+    scheduler (seen in the stress faults run). ``errors="return"`` puts the exception of each
+    read that failed in its slot instead, for a caller that looks at each one itself.
+    """
+    import distributed
+
+    if errors not in ("raise", "return"):
+        raise ValueError(f"errors={errors!r}: expected 'raise' or 'return'")
+    client = env.client
     with client.as_current():
         distributed.wait(outputs)
-    for out in outputs:
-        if out.status == "error" and not keep_errors:
-            out.result()
-    holders = client.who_has(outputs)
-    return [
-        client.submit(
-            fn,
-            out,
-            workers=sorted(holders.get(out.key, ())) or None,
-            allow_other_workers=False,
-            pure=False,
-            **kwargs,
-        )
-        for out in outputs
-    ]
+    if errors == "raise":
+        for out in outputs:
+            if out.status == "error":
+                out.result()
+    known = client.nbytes([o.key for o in outputs], summary=False) if outputs else {}
+    sizes = [int(known.get(o.key, 0)) for o in outputs]
+    results: list[Any] = [None] * len(outputs)
+    for batch in _batches(sizes, read_budget(env) if budget is None else budget):
+        holders = client.who_has([outputs[i] for i in batch])
+        reads = [
+            client.submit(
+                read,
+                outputs[i],
+                workers=sorted(holders.get(outputs[i].key, ())) or None,
+                allow_other_workers=False,
+                pure=False,
+                **kwargs,
+            )
+            for i in batch
+        ]
+        if errors == "raise":
+            got = client.gather(reads)
+        else:
+            with client.as_current():
+                distributed.wait(reads)
+            ok = [r for r in reads if r.status != "error"]
+            fetched = iter(client.gather(ok))
+            got = [r.exception() if r.status == "error" else next(fetched) for r in reads]
+            del ok, fetched
+        for i, value in zip(batch, got, strict=True):
+            results[i] = value
+            outputs[i] = None
+        del reads, got
+    return results

@@ -27,9 +27,11 @@ cuDF-only parts (``get_no_comm_postprocess``'s deep copy, ``get_proxify`` withou
   cluster uses the one context, as upstream's cache intends (unheld, each shuffle would make
   a new one and leave the old one's endpoints open on the workers). ``shuffle`` runs under
   ``env.client.as_current()``, which is what ``default_comms()`` and ``df.persist()`` find.
-* Outputs: the result's partitions (persisted by upstream; ``to_delayed()`` lists them in
-  partition order) are turned back into Arrow on their workers with the inputs' schema and
-  gathered, output ``i`` at index ``i``.
+* Outputs: the result's partitions (persisted by upstream: one future per partition, keyed
+  ``(name, i)``) are turned back into Arrow on their workers with the inputs' schema and
+  fetched a batch bounded by the host limit at a time (``_spread.read_outputs``), output
+  ``i`` at index ``i``. (Gathering them all in one request made every worker load all it
+  holds at once, plus Arrow's serialization copy: an adapter artefact, fixed in issue 24.)
 
 Importing ``dask_cuda`` patches dask (``Shuffle._lower`` and ``dask.base.compute``, see
 ``patch_shuffle_expression``); the patches act only when the ``explicit-comms`` config is
@@ -48,7 +50,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from conformance.adapters._spread import spread
+from conformance.adapters._spread import read_outputs, spread
 from conformance.api import ShuffleEnv, Unavailable
 
 NAME = "dask-cuda-explicit-comms"
@@ -87,6 +89,7 @@ class _Inputs(list):
 class DaskCudaExplicitCommsAdapter:
     name = NAME
     capabilities = frozenset({"shuffle", "shuffle.nulls"})
+    accepts_worker_tables = True  # load_inputs also takes a conformance.api.WorkerTables
 
     def __init__(self) -> None:
         self._mods = _import_explicit_comms()
@@ -105,12 +108,19 @@ class DaskCudaExplicitCommsAdapter:
     def load_inputs(self, tables: Sequence[Any], env: ShuffleEnv) -> _Inputs:
         """One pandas partition per table, round-robin over the workers, not pinned."""
         out = _Inputs(spread(env, _to_pandas, tables))
-        out.schema = tables[0].schema if tables else None
+        out.schema = getattr(tables, "schema", None) or (tables[0].schema if tables else None)
         return out
 
     def shuffle(self, inputs: Any, on: Sequence[str], npartitions: int, env: ShuffleEnv) -> list:
-        import dask
+        return self.shuffle_map(inputs, on, npartitions, env)
+
+    def shuffle_map(
+        self, inputs: Any, on: Sequence[str], npartitions: int, env: ShuffleEnv, fn: Any = None
+    ) -> list:
+        """``shuffle``; with ``fn``, each output's ``fn(arrow table)`` instead, computed on the
+        worker that holds the output."""
         import dask.dataframe as dd
+        import distributed
 
         if not isinstance(inputs, _Inputs):  # the tables themselves (no load_inputs)
             inputs = self.load_inputs(list(inputs), env)
@@ -119,11 +129,17 @@ class DaskCudaExplicitCommsAdapter:
         with env.client.as_current():
             df = dd.from_delayed(list(inputs), meta=meta, verify_meta=False)
             out = self._mods["shuffle"](df, list(on), npartitions)
-            # to_delayed(): the persisted partitions in partition order
-            to_arrow = dask.delayed(_to_arrow, pure=True)
-            arrow = env.client.compute([to_arrow(p, schema) for p in out.to_delayed()])
-            del out
-            return env.client.gather(arrow)
+            # The persisted partitions: futures keyed (name, i) for partition i (each of
+            # to_delayed()'s graphs holds them all, behind an alias layer).
+            outputs = sorted(distributed.futures_of(out), key=lambda f: f.key[1])
+            if [f.key[1] for f in outputs] != list(range(out.npartitions)):
+                raise RuntimeError(
+                    f"explicit-comms returned partitions {[f.key for f in outputs]} for "
+                    f"{out.npartitions} outputs"
+                )
+            del out, df
+        return read_outputs(env, outputs, _to_arrow, schema=schema, fn=fn)
+
 
 def _to_pandas(table: Any) -> Any:
     """Task: an Arrow table as a pandas DataFrame whose columns keep their Arrow types."""
@@ -132,10 +148,13 @@ def _to_pandas(table: Any) -> Any:
     return table.to_pandas(types_mapper=pd.ArrowDtype)
 
 
-def _to_arrow(df: Any, schema: Any) -> Any:
-    import pyarrow as pa
+def _to_arrow(df: Any, schema: Any, fn: Any = None) -> Any:
+    """Task: an output partition as Arrow with the inputs' schema, metadata included (and
+    ``fn`` of it): ``from_pandas`` adds pandas' own metadata, which the inputs never had."""
+    from conformance.adapters._dask_frame import to_arrow
 
-    return pa.Table.from_pandas(df, schema=schema, preserve_index=False)
+    table = to_arrow(df, schema)
+    return table if fn is None else fn(table)
 
 
 def adapter() -> DaskCudaExplicitCommsAdapter:

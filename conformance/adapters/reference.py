@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from conformance.adapters._spread import on_holders, spread
+from conformance.adapters._spread import read_outputs, spread
 from conformance.api import ShuffleEnv, Snapshot, StoreEnv
 
 
@@ -38,6 +38,7 @@ class ReferenceAdapter:
             "shuffle.checks",
         }
     )
+    accepts_worker_tables = True  # load_inputs also takes a conformance.api.WorkerTables
 
     def __init__(self) -> None:
         import reference_impl
@@ -86,16 +87,23 @@ class ReferenceAdapter:
 
     def load_inputs(self, tables: Sequence[Any], env: ShuffleEnv) -> list[Any]:
         """Spread round-robin; not pinned, so that an input lost with its worker can be
-        computed again elsewhere (pinned, it would wait for that worker forever)."""
+        computed again elsewhere (pinned, it would wait for that worker forever). The tables
+        (or futures of them on the workers) never travel inside the tasks (``_spread``)."""
         return spread(env, _to_device, tables)
 
     def shuffle(self, inputs: Any, on: Sequence[str], npartitions: int, env: ShuffleEnv) -> list:
+        return self.shuffle_map(inputs, on, npartitions, env)
+
+    def shuffle_map(
+        self, inputs: Any, on: Sequence[str], npartitions: int, env: ShuffleEnv, fn: Any = None
+    ) -> list:
+        """``shuffle``, with ``fn`` (when given) applied to each output's Arrow table on the
+        worker that holds it; outputs are read where they are, a batch bounded by the host
+        limit at a time (``_spread.read_outputs``)."""
         from reference_impl.shuffle import shuffle
 
         outputs = shuffle(env.client, inputs, list(on), npartitions)
-        arrow = on_holders(env, _to_arrow, outputs)  # read where they are
-        del outputs
-        return env.client.gather(arrow)
+        return read_outputs(env, outputs, _to_arrow, fn=fn)
 
     def phase_of(self, key: str) -> str | None:
         for phase in ("transfer", "barrier", "unpack"):
@@ -111,8 +119,10 @@ def _to_device(table: Any) -> Any:
     return Table.from_arrow(table, get_device("auto"))
 
 
-def _to_arrow(table: Any) -> Any:
-    return table.to_arrow()
+def _to_arrow(table: Any, fn: Any = None) -> Any:
+    """Task: an output as Arrow (and ``fn`` of it, when given)."""
+    arrow = table.to_arrow()
+    return arrow if fn is None else fn(arrow)
 
 
 def adapter() -> ReferenceAdapter:

@@ -1,19 +1,27 @@
 """``shuffle``: repeated shuffles of data several times the workers' aggregate device memory.
 
-Each round generates fresh inputs (seeded), loads them through the adapter, shuffles, and
-checks the outputs: count and schema, every key in one output, per-row checksums in ==
-out, each worker's device high-water mark within the adapter's budget plus the largest
-output (``shuffle.bounded``), and nothing left behind afterwards.
+A warm-up round of the same size comes first (not judged: SPEC 14.20 is judged after one).
+Each round generates fresh inputs (seeded) on the workers, loads them through the adapter,
+shuffles, and checks the outputs from summaries made on the workers (count and schema, every
+key in one output, per-row checksums in == out): no input or output row travels to this
+process. With ``shuffle.bounded``: each worker's device high-water mark within the adapter's
+budget plus twice the largest partition (SPEC 14.2), and each local worker's RSS growth
+within what it may hold in RAM plus twice the largest partition plus the fixed overhead (SPEC
+14.20). Nothing may be left behind afterwards. An adapter without ``accepts_worker_tables``
+and ``shuffle_map`` gets its inputs from this process and its outputs checked here.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 import warnings
 from pathlib import Path
 
 from dask.utils import format_bytes
+
+from conformance.shuffle_harness import RSS_OVERHEAD, RSS_PARTITIONS, rss_allowance, rss_bound
 
 from .. import data, runs
 from ..cluster import open_cluster
@@ -24,6 +32,7 @@ from ..sampler import Sampler, cluster_reader
 from ..settings import ROW_BYTES, Settings
 
 BOUND = "device bound (budget + 2 x largest partition)"
+RSS_BOUND = "rss bound (SPEC 14.20, over the RSS before the shuffle)"
 KEEP_INPUTS = 256 * 2**20  # below this, inputs stay in memory to name the rows that differ
 
 
@@ -51,14 +60,19 @@ def _run_one(settings: Settings, record: RunRecord, progress: Progress, impl: Im
     t0 = time.perf_counter()
     with open_cluster(adapter, settings, str(spill), device_limit=device_limit, host_limit=host_limit) as cluster:
         record.timings[f"{name} cluster start"] = time.perf_counter() - t0
-        warm = [data.make_table(settings.seed + 10**6, i, 1000) for i in range(2)]
-        res = runs.shuffle(cluster, runs.load(cluster, warm, timeout), 2, timeout, measure=False)
-        if res.error is not None:
-            record.violate(f"{name}: the warm-up shuffle failed: {res.error!r}")
-            return
-        del res
-        cluster.mark_baseline()
         with Sampler(record, cluster_reader(cluster.client, cluster.on_device), settings.interval) as sampler:
+            # The warm-up: a round of the same size, not judged (SPEC 14.20 is judged after one).
+            progress.status("warm-up round")
+            record.mark("warm-up")
+            t = time.perf_counter()
+            err = _round(settings, record, progress, cluster, name, -1, n_inputs, rows,
+                         npartitions, timeout, judge=False)
+            record.timings[f"{name} warm-up"] = time.perf_counter() - t
+            if err is not None:
+                record.violate(f"{name}: the warm-up shuffle failed: {err}")
+                return
+            cluster.settled(30.0)
+            cluster.mark_baseline()
             rnd, start = 0, time.perf_counter()
             while rnd < settings.rounds or (
                 settings.duration and time.perf_counter() - start < settings.duration
@@ -76,62 +90,138 @@ def _run_one(settings: Settings, record: RunRecord, progress: Progress, impl: Im
     record.timings[f"{name} total"] = time.perf_counter() - t0
 
 
-def _round(settings, record, progress, cluster, name, rnd, n_inputs, rows, npartitions, timeout) -> None:
-    seed = settings.seed + rnd
-    record.mark(f"round {rnd + 1}")
+def _round(settings, record, progress, cluster, name, rnd, n_inputs, rows, npartitions, timeout,
+           *, judge: bool = True) -> str | None:
+    """One round (``rnd`` -1: the warm-up, seeded apart); the shuffle's error, if any."""
+    seed = settings.seed + rnd if rnd >= 0 else settings.seed + 10**6
+    label = f"round {rnd + 1}" if rnd >= 0 else "warm-up"
+    if judge:
+        record.mark(label)
+    if runs.on_workers(cluster):
+        res, problems, in_largest = _round_on_workers(
+            record, progress, cluster, name, label, seed, n_inputs, rows, npartitions, timeout
+        )
+    else:
+        res, problems, in_largest = _round_here(
+            settings, record, progress, cluster, name, label, seed, n_inputs, rows, npartitions,
+            timeout,
+        )
+    if res.error is not None:
+        err = f"{type(res.error).__name__}: {res.error}"
+        if judge:
+            record.violate(f"{name} {label}: the shuffle failed: {err}")
+        return err
+    for p in problems:
+        record.violate(f"{name} {label}: {p}")
+    largest = max(_largest_output(res.outputs), in_largest)
+    del res.outputs
+    if not judge:  # the warm-up: what it installs once is the baseline (mark_baseline)
+        return None
+    _check_peaks(record, cluster, name, rnd, res, largest)
+    left = cluster.settled(30.0)
+    if left:
+        record.violate(f"{name} {label}: left behind: {'; '.join(left[:5])}")
+    return None
+
+
+def _largest_output(outputs) -> int:
+    """Bytes of the largest output (a summary's rows x ROW_BYTES: the stress tables have
+    three 8-byte columns and no nulls, so that is their Arrow size)."""
+    return max(
+        (o.digest.rows * ROW_BYTES if isinstance(o, data.Summary) else o.nbytes for o in outputs),
+        default=0,
+    )
+
+
+def _round_on_workers(record, progress, cluster, name, label, seed, n_inputs, rows, npartitions,
+                      timeout):
+    """Inputs made on the workers, outputs summarised there: only summaries travel."""
+    width = data.bucket_width(n_inputs * rows)
+    progress.status("generating and loading inputs on the workers")
+    t = time.perf_counter()
+    inputs, summaries_in, schema = runs.generate(cluster, seed, n_inputs, rows, width, timeout)
+    record.timings[f"{name} {label} generate+load"] = time.perf_counter() - t
+    in_largest = rows * ROW_BYTES
+    progress.status("shuffling")
+    record.mark("shuffle")
+    summarize = functools.partial(data.summarize, names=schema.names, width=width)
+    res = runs.shuffle(cluster, inputs, npartitions, timeout, measure=True, fn=summarize)
+    record.timings[f"{name} {label} shuffle"] = res.seconds
+    del inputs
+    if res.error is not None:
+        return res, [], in_largest
+    progress.status("checking")
+    t = time.perf_counter()
+    problems = data.summary_problems(summaries_in, res.outputs, npartitions, schema, width)
+    record.timings[f"{name} {label} check"] = time.perf_counter() - t
+    return res, problems, in_largest
+
+
+def _round_here(settings, record, progress, cluster, name, label, seed, n_inputs, rows,
+                npartitions, timeout):
+    """Inputs made here and sent through the adapter; outputs returned and checked here."""
     t = time.perf_counter()
     tables = [data.make_table(seed, i, rows) for i in range(n_inputs)]
     schema = tables[0].schema
     in_largest = max(t.nbytes for t in tables)
     digest_in = data.digest_all(tables, schema.names)
-    record.timings[f"{name} round {rnd + 1} generate"] = time.perf_counter() - t
+    record.timings[f"{name} {label} generate"] = time.perf_counter() - t
     progress.status("loading inputs")
     t = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "large object in task graph": the protocol sends tables
         inputs = runs.load(cluster, tables, timeout)
-    record.timings[f"{name} round {rnd + 1} load"] = time.perf_counter() - t
+    record.timings[f"{name} {label} load"] = time.perf_counter() - t
     kept = tables if settings.data <= KEEP_INPUTS else None
     del tables
     progress.status("shuffling")
     record.mark("shuffle")
     res = runs.shuffle(cluster, inputs, npartitions, timeout, measure=True)
-    record.timings[f"{name} round {rnd + 1} shuffle"] = res.seconds
+    record.timings[f"{name} {label} shuffle"] = res.seconds
     del inputs
     if res.error is not None:
-        record.violate(f"{name} round {rnd + 1}: the shuffle failed: {type(res.error).__name__}: {res.error}")
-        return
+        return res, [], in_largest
     progress.status("checking")
     t = time.perf_counter()
     problems = runs.check(kept, digest_in, res.outputs, npartitions, schema)
-    record.timings[f"{name} round {rnd + 1} check"] = time.perf_counter() - t
-    for p in problems:
-        record.violate(f"{name} round {rnd + 1}: {p}")
-    largest = max(max((t.nbytes for t in res.outputs), default=0), in_largest)
-    del res.outputs
-    _check_peaks(record, cluster, name, rnd, res.peaks, largest)
-    left = cluster.settled(30.0)
-    if left:
-        record.violate(f"{name} round {rnd + 1}: left behind: {'; '.join(left[:5])}")
+    record.timings[f"{name} {label} check"] = time.perf_counter() - t
+    return res, problems, in_largest
 
 
-def _check_peaks(record, cluster, name, rnd, peaks, largest) -> None:
-    if not peaks:
-        return
+def _check_peaks(record, cluster, name, rnd, res, largest) -> None:
+    bounded = "shuffle.bounded" in cluster.adapter.capabilities
     budget_fn = getattr(cluster.adapter, "memory_budget", None)
     budget = int(budget_fn(cluster.env)) if budget_fn else cluster.env.device_limit
-    bound = budget + 2 * largest  # conformance SPEC 14.2
-    record.limits[BOUND] = max(bound, record.limits.get(BOUND) or 0)
     figs = record.figures
-    for i, (w, peak) in enumerate(sorted(peaks.items())):
-        key = f"{name} device peak bytes w{i}"
-        figs[key] = max(peak, figs.get(key, 0))
-        if "shuffle.bounded" in cluster.adapter.capabilities and peak > bound:
-            record.violate(
-                f"{name} round {rnd + 1}: worker {w} device peak {format_bytes(peak)} > budget "
-                f"{format_bytes(budget)} + 2 x the largest partition {format_bytes(largest)} "
-                "(conformance SPEC 14.2)"
-            )
+    if res.peaks:
+        bound = budget + 2 * largest  # conformance SPEC 14.2
+        record.limits[BOUND] = max(bound, record.limits.get(BOUND) or 0)
+        for i, (w, peak) in enumerate(sorted(res.peaks.items())):
+            key = f"{name} device peak bytes w{i}"
+            figs[key] = max(peak, figs.get(key, 0))
+            if bounded and peak > bound:
+                record.violate(
+                    f"{name} round {rnd + 1}: worker {w} device peak {format_bytes(peak)} > "
+                    f"budget {format_bytes(budget)} + 2 x the largest partition "
+                    f"{format_bytes(largest)} (conformance SPEC 14.2)"
+                )
+    if res.rss:
+        env = cluster.env
+        allowance = rss_allowance(cluster.on_device, env.device_kind, budget, env.host_limit)
+        bound = rss_bound(allowance, largest)
+        top = max(res.rss_before.values(), default=0) + bound
+        record.limits[RSS_BOUND] = max(top, record.limits.get(RSS_BOUND) or 0)
+        for i, (w, growth) in enumerate(sorted(res.rss.items())):
+            key = f"{name} RSS growth bytes w{i}"
+            figs[key] = max(growth, figs.get(key, 0))
+            if bounded and env.host_limit and growth > bound:
+                record.violate(
+                    f"{name} round {rnd + 1}: worker {w} RSS growth {format_bytes(growth)} > "
+                    f"{format_bytes(allowance)} it may hold in RAM + {RSS_PARTITIONS} x the "
+                    f"largest partition {format_bytes(largest)} + "
+                    f"{format_bytes(RSS_OVERHEAD)} (conformance SPEC 14.20)"
+                )
+        figs[f"{name} RSS bound bytes (SPEC 14.20)"] = bound
     figs[f"{name} largest partition bytes"] = max(largest, figs.get(f"{name} largest partition bytes", 0))
 
 
@@ -156,6 +246,10 @@ def _final_figures(record: RunRecord, name: str, sampler: Sampler) -> None:
         figs[f"{name} samples above the device limit"] = f"{sum(d > limit for d in devs) if limit else 0} of {len(devs)}"
     if disks:
         figs[f"{name} max sampled disk bytes (one worker)"] = max(disks)
+    for field, what in (("untracked", "untracked bytes (RSS - device - host)"), ("arrow", "Arrow pool bytes")):
+        values = [getattr(s, field) for s in record.samples if getattr(s, field) is not None]
+        if values:
+            figs[f"{name} max sampled {what}"] = max(values)
     spilled = sum(r.get("spilled") or 0 for r in sampler.last.values())
     if "shuffle.spill" in sampler_caps(record, name) and not spilled and not any(disks):
         record.note(f"{name}: no spilling observed (data may fit the limits)")

@@ -13,8 +13,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-def stress(*args: str, timeout: float = 400) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+def stress(*args: str, timeout: float = 400, path: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """``python -m stress ARGS`` from the repository; ``path``: more PYTHONPATH entries."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), *path]))
     return subprocess.run([sys.executable, "-m", "stress", *args, "--no-progress"], cwd=REPO,
                           capture_output=True, text=True, timeout=timeout, env=env)
 

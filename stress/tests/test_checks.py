@@ -46,3 +46,34 @@ def test_split_keys_found_on_both_paths():
         outputs = [pa.table({data.KEY: [k, 1, 2]}), pa.table({data.KEY: [3, k, 3]}), pa.table({data.KEY: [4]})]
         assert data._split_keys(outputs, data.KEY).tolist() == [k]
         assert data._split_keys(outputs[1:], data.KEY).tolist() == []
+
+
+def test_the_summaries_made_on_the_workers_name_each_kind_of_wrong_data():
+    """The shuffle scenario's check from per-table summaries alone (issue 24): a lost,
+    duplicated, changed or misplaced row, an output missing, a wrong schema."""
+    tables, outputs = _case()
+    schema = tables[0].schema
+    width = data.bucket_width(1500, buckets=64)  # 24 row ids a bucket
+
+    def problems(outs):
+        summaries_in = [data.summarize(t, schema.names, width) for t in tables]
+        summaries_out = [data.summarize(t, schema.names, width) for t in outs]
+        return " ".join(data.summary_problems(summaries_in, summaries_out, 2, schema, width))
+
+    assert problems(outputs) == ""
+    first = outputs[0].column(data.ROW_ID)[0].as_py()
+    lo = first // width * width
+    lost = problems([outputs[0].slice(1), outputs[1]])
+    assert f"row ids [{lo}, {lo + width}): 24 rows in, 23 out" in lost, lost
+    assert "1 row-id ranges differ" in lost, lost
+    twice = problems([pa.concat_tables([outputs[0], outputs[0].slice(0, 1)]), outputs[1]])
+    assert "rows in" in twice and "per-row checksums differ" in twice, twice
+    p0 = outputs[0].column("p0").to_numpy().copy()
+    p0[3] += 1.0
+    changed = problems([outputs[0].set_column(1, "p0", pa.array(p0)), outputs[1]])
+    assert "rows changed" in changed, changed
+    split = problems([outputs[0], pa.concat_tables([outputs[1], outputs[0].slice(0, 1)])])
+    assert "co-located" in split, split
+    assert "1 outputs for npartitions=2" in problems(outputs[:1])
+    recast = [t.cast(pa.schema([pa.field(f.name, pa.float64()) for f in schema])) for t in outputs]
+    assert "has schema" in problems(recast)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import summary
+from .conftest import REPO, summary
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -33,6 +33,13 @@ def test_shuffle_spills_and_checks(run_stress, tmp_path):
     assert sum(v for k, v in f.items() if k.startswith("reference spilled bytes")) > 0, f
     peaks = [v for k, v in f.items() if k.startswith("reference device peak bytes")]
     assert len(peaks) == 2
+    # SPEC 14.20 on every worker's sampled RSS, after a warm-up round of the same size; the
+    # untracked bytes (RSS - device - host tier) and Arrow's pool on the timeline
+    rss = [v for k, v in f.items() if k.startswith("reference RSS growth bytes")]
+    assert len(rss) == 2 and max(rss) <= f["reference RSS bound bytes (SPEC 14.20)"], f
+    assert "reference max sampled untracked bytes (RSS - device - host)" in f, f
+    assert "reference max sampled Arrow pool bytes" in f, f
+    assert "reference warm-up" in s["timings"], s["timings"]
     assert (out / "timeline.png").exists() and "PASS" in (out / "report.md").read_text()
     assert not list(out.glob("spill-*"))  # the spill directory is gone
 
@@ -47,3 +54,20 @@ def test_faults_against_the_reference(run_stress, tmp_path):
     # every fault fired (else "not exercised") and none gave wrong data
     assert set(got.values()) <= {"correct", "error"}, got
     assert "| case | reference |" in (out / "report.md").read_text()
+
+
+def test_shuffle_rss_above_the_bound_is_a_violation(run_stress, tmp_path):
+    """The zoo's shuffle that keeps a host copy of every input and output (within the device
+    ledger's bound): only the workers' RSS shows it, and stress names SPEC 14.20."""
+    out = tmp_path / "r"
+    p = run_stress(
+        "shuffle", "--impl", "broken_shuffles:keeps_host_copies", "--device-memory", "1MiB",
+        "--data", "24MiB", "--partition-size", "1MiB", "--out", str(out),
+        path=(str(REPO / "tests" / "meta"),),
+    )
+    assert p.returncode == 1, p.stdout + p.stderr
+    s = summary(out)
+    rss = [v for v in s["violations"] if "SPEC 14.20" in v]
+    assert rss and "RSS growth" in rss[0], s["violations"]
+    assert not [v for v in s["violations"] if "SPEC 14.2)" in v], s["violations"]  # the ledger is fine
+    assert "violation: " in p.stdout and "SPEC 14.20" in p.stdout

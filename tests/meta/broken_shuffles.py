@@ -20,7 +20,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from conformance.adapters._spread import on_holders, workers
+from conformance.adapters._spread import read_outputs, workers
 from conformance.adapters.reference import ReferenceAdapter
 
 
@@ -69,10 +69,14 @@ def _key_values(column: Any) -> list:
 class _BrokenShuffle(ReferenceAdapter):
     """The reference's shuffle adapter in four overridable steps: ``prepare`` (the inputs,
     keys and count the reference shuffle gets), the reference shuffle, ``finish`` (the task
-    that turns an output Table into Arrow) and ``collect`` (the Arrow tables, in order)."""
+    that turns an output Table into Arrow, read a batch at a time as the reference adapter
+    reads them) and ``collect`` (the Arrow tables, in order)."""
 
     capabilities = frozenset(c for c in ReferenceAdapter.capabilities if c.startswith("shuffle"))
     violates: tuple[str, ...] = ()
+    # The bugs live in shuffle(): no shuffle_map, so that stress runs them too (it takes the
+    # path of an adapter that returns its outputs; issue 24's RSS bound is checked there too).
+    shuffle_map = None
 
     @staticmethod
     def finish(table: Any, on: Sequence[str] = ()) -> Any:
@@ -83,18 +87,17 @@ class _BrokenShuffle(ReferenceAdapter):
 
         inputs, on, npartitions = self.prepare(list(inputs), list(on), npartitions, env)
         outputs = shuffle(env.client, inputs, on, npartitions)
-        # Read each output on its holder, as the reference adapter does.
-        arrow = on_holders(env, self.finish, outputs, keep_errors=self.keep_errors, on=on)
-        del outputs
-        return self.collect(arrow, env)
+        # Read each output on its holder, in batches, as the reference adapter does.
+        errors = "return" if self.keep_errors else "raise"
+        return self.collect(read_outputs(env, outputs, self.finish, errors=errors, on=on), env)
 
-    keep_errors = False  # see on_holders
+    keep_errors = False  # collect gets each failed read's exception (read_outputs' errors)
 
     def prepare(self, inputs: list, on: list[str], npartitions: int, env: Any):
         return inputs, on, npartitions
 
     def collect(self, arrow: list, env: Any) -> list:
-        return env.client.gather(arrow)
+        return arrow
 
     def _per_input(self, fn, inputs: list, env: Any, *args: Any) -> list:
         """``fn(input, *args)`` as a task on the worker that holds each input."""
@@ -121,7 +124,7 @@ class DropsEmptyOutputs(_BrokenShuffle):
     violates = ("14.7",)
 
     def collect(self, arrow, env):
-        return [t for t in env.client.gather(arrow) if t.num_rows]
+        return [t for t in arrow if t.num_rows]
 
 
 # 2 ------------------------------------------------------------------------------ 14.9
@@ -135,8 +138,8 @@ class WorkerOrder(_BrokenShuffle):
     def collect(self, arrow, env):
         n = len(workers(env))
         out = []
-        for w in range(n):  # one gather per worker: the client holds one worker's outputs
-            out.extend(env.client.gather(arrow[w::n]))
+        for w in range(n):  # worker by worker
+            out.extend(arrow[w::n])
         return out
 
 
@@ -242,13 +245,14 @@ class PartialAfterWorkerLoss(_BrokenShuffle):
         from reference_impl.shuffle import ShuffleError
 
         out = []
-        for f in arrow:
-            try:
-                out.append(f.result())
-            except ShuffleError as exc:
-                if self.error_word is not None and self.error_word not in str(exc):
-                    raise
-                out.append(self._schema.empty_table())
+        for t in arrow:
+            if isinstance(t, BaseException):
+                if not isinstance(t, ShuffleError) or (
+                    self.error_word is not None and self.error_word not in str(t)
+                ):
+                    raise t
+                t = self._schema.empty_table()
+            out.append(t)
         return out
 
 
@@ -456,7 +460,7 @@ class SchemaOnTheAdapter(_BrokenShuffle):
         return inputs, on, npartitions
 
     def collect(self, arrow, env):
-        return [t.cast(self._schema) for t in env.client.gather(arrow)]
+        return [t.cast(self._schema) for t in arrow]
 
 
 # 14 ----------------------------------------------------------------------------- 14.12
@@ -595,9 +599,7 @@ class PlanLeftOnFailure(_BrokenShuffle):
         outputs = shuffle(env.client, list(inputs), list(on), npartitions)
         token = uuid.uuid4().hex
         env.client.run(_write_plan, token)
-        arrow = on_holders(env, self.finish, outputs, on=on)
-        del outputs
-        result = env.client.gather(arrow)
+        result = read_outputs(env, outputs, self.finish, on=on)
         env.client.run(_remove_plan, token)
         return result
 
@@ -669,6 +671,61 @@ class LostOutputWaits(_BrokenShuffle):
         return inputs, on, npartitions
 
 
+# 24 ----------------------------------------------------------------------------- 14.20
+_HOST_COPIES: list[Any] = []  # per worker process: host copies of this shuffle's partitions
+
+
+def _host_copy(table: Any) -> Any:
+    """An Arrow copy of ``table`` in fresh host buffers (an IPC stream read back)."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return pa.ipc.open_stream(sink.getvalue()).read_all()
+
+
+def _keep_input_copy(table: Any) -> int:
+    """Task on an input's holder: keep a host copy of it (to send again without a recompute,
+    should a transfer fail)."""
+    _HOST_COPIES.append(_host_copy(_to_arrow(table)))
+    return len(_HOST_COPIES)
+
+
+def _arrow_kept(table: Any, on: Sequence[str] = ()) -> Any:
+    """The output as Arrow, a host copy of it kept (to serve a read again)."""
+    t = _to_arrow(table)
+    _HOST_COPIES.append(_host_copy(t))
+    return t
+
+
+def _drop_host_copies() -> int:
+    n = len(_HOST_COPIES)
+    _HOST_COPIES.clear()
+    return n
+
+
+class KeepsHostCopies(_BrokenShuffle):
+    """Keeps a host (Arrow) copy of every input it sends and every output it builds until the
+    shuffle returns, to retry a failed transfer or read without recomputing: nothing on the
+    device, no file and no task is left, so the device's ledger stays within its bound; the
+    workers' RSS holds the whole data once more."""
+
+    name = "broken-shuffle-keeps-host-copies"
+    violates = ("14.20",)
+    finish = staticmethod(_arrow_kept)
+
+    def prepare(self, inputs, on, npartitions, env):
+        env.client.gather(self._per_input(_keep_input_copy, inputs, env))
+        return inputs, on, npartitions
+
+    def shuffle(self, inputs, on, npartitions, env):
+        try:
+            return super().shuffle(inputs, on, npartitions, env)
+        finally:
+            env.client.run(_drop_host_copies)
+
+
 # which conformance ID must catch which bug
 EXPECTED: dict[str, tuple[type, str]] = {
     "drops_empty": (DropsEmptyOutputs, "SHUF-COUNT-001"),
@@ -696,6 +753,7 @@ EXPECTED: dict[str, tuple[type, str]] = {
     "result_cache": (ResultCacheByInputs, "SHUF-STATE-001"),
     "truncated_file_short": (TruncatedFileReadsShort, "SHUF-STATE-001"),
     "lost_output_waits": (LostOutputWaits, "SHUF-FAULT-004"),
+    "keeps_host_copies": (KeepsHostCopies, "SHUF-BOUND-003"),
 }
 
 for _attr, (_cls, _cid) in EXPECTED.items():

@@ -52,6 +52,7 @@ COST = {
     "SHUF-CLEAN-001": 13, "SHUF-FAULT-001": 13, "SHUF-FAULT-002": 10, "SHUF-SCHEMA-001": 8,
     "SHUF-CONC-001": 8, "SHUF-DET-002": 6, "SHUF-NULL-001": 5, "SHUF-CLEAN-002": 3,
     "SHUF-BOUND-001": 3, "SHUF-BOUND-002": 2, "SHUF-SPILL-001": 2, "SHUF-FAULT-003": 8,
+    "SHUF-BOUND-003": 15,  # two shuffles of 24 MiB (the warm-up has the measured one's size)
     "SHUF-STATE-001": 45,
     "SHUF-FAULT-004": 12,
 }

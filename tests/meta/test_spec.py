@@ -21,7 +21,7 @@ STABLE |= {f"5.{n}" for n in range(1, 6)} | {f"6.{n}" for n in range(1, 5)}
 STABLE |= {f"7.{n}" for n in range(1, 6)} | {f"8.{n}" for n in range(1, 5)}
 STABLE |= {f"9.{n}" for n in range(1, 10)} | {f"10.{n}" for n in range(1, 7)}
 STABLE |= {f"11.{n}" for n in range(1, 6)} | {f"12.{n}" for n in range(1, 5)}
-STABLE |= {f"13.{n}" for n in range(1, 3)} | {f"14.{n}" for n in range(1, 15)}
+STABLE |= {f"13.{n}" for n in range(1, 3)} | {f"14.{n}" for n in range(1, 21)}
 
 
 def parse_spec(text: str) -> tuple[dict[str, str], list[str]]:

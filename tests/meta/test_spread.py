@@ -5,9 +5,15 @@ over the client's cache of them (issue 23, part 5).
 (``n_workers=0``) can replace it with one that lists no workers in between. The tests make
 every refresh land that way, which is what happened under load: the round-robin divided by
 zero (2 in about 40 suite runs on a loaded machine, once on the bug-free control).
+
+Issue 24, part 1: the inputs never travel inside their tasks (the scheduler's input source
+hands each table to the task converting it, and forgets it with the task), and the outputs
+are read a batch bounded by the host limit at a time, each batch released before the next.
 """
 
 from __future__ import annotations
+
+import time
 
 import distributed
 import pytest
@@ -66,3 +72,94 @@ def test_spread_uses_both_workers_when_the_cache_is_empty(client, empty_cache):
 def test_fewer_workers_than_expected_spreads_over_those_there_are(client):
     found = workers(_env(client, n_workers=3), timeout=0.5)
     assert len(found) == 2, found
+
+
+# ----------------------------------------------------------------------- issue 24, part 1
+def _rows(table) -> int:
+    return table.num_rows
+
+
+def _fail_on_odd(x: int) -> int:
+    if x % 2:
+        raise ValueError(f"odd {x}")
+    return x
+
+
+def test_a_table_never_travels_inside_its_task(client):
+    """The task that converts an input names only its key; the scheduler's input source hands
+    the table over when the task runs and forgets it with the task."""
+    import pickle
+
+    import numpy as np
+    import pyarrow as pa
+
+    from conformance.adapters._spread import _source_size
+
+    table = pa.table({"x": np.arange(2**17)})  # 1 MiB
+    futures = spread(_env(client), _rows, [table, table.slice(0, 10)])
+    assert client.gather(futures) == [2**17, 10]
+    scheduler = client.cluster.scheduler
+    for f in futures:
+        spec = scheduler.tasks[f.key].run_spec
+        assert len(pickle.dumps(spec)) < 10_000, f"{f.key}: the task carries its table"
+    assert client.run_on_scheduler(_source_size) == 2
+    del futures, f
+    deadline = time.monotonic() + 10
+    while client.run_on_scheduler(_source_size) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert client.run_on_scheduler(_source_size) == 0, "the source kept released inputs"
+
+
+def test_futures_of_tables_are_converted_on_their_holders(client):
+    import pyarrow as pa
+
+    names = sorted(client.cluster.scheduler.workers)
+    made = [
+        client.submit(pa.table, {"x": list(range(i + 1))}, workers=[names[i % 2]], pure=False)
+        for i in range(4)
+    ]
+    converted = spread(_env(client), _rows, made)
+    assert client.gather(converted) == [1, 2, 3, 4]
+    before = client.who_has(made)
+    after = client.who_has(converted)
+    assert [before[m.key] for m in made] == [after[c.key] for c in converted]
+
+
+def test_outputs_are_read_in_batches_of_the_budget():
+    from conformance.adapters._spread import _batches
+
+    assert _batches([3, 3, 3, 3], 6) == [range(0, 2), range(2, 4)]
+    assert _batches([10, 1, 1], 6) == [range(0, 1), range(1, 3)]  # too big: read alone
+    assert _batches([0, 0], 0) == [range(0, 2)]  # sizes unknown to the scheduler: 0
+    assert _batches([], 6) == []
+
+
+def test_read_budget_is_the_host_limit_or_the_default(client):
+    from conformance.adapters._spread import READ_BUDGET_DEFAULT, read_budget
+
+    assert read_budget(ShuffleEnv(client=client, n_workers=2, spill_dir="", host_limit=5)) == 5
+    assert read_budget(_env(client)) == READ_BUDGET_DEFAULT == 64 * 2**20
+
+
+def test_read_outputs_releases_each_batch_and_keeps_the_order(client):
+    from conformance.adapters._spread import read_outputs
+
+    outputs = client.map(_double, range(6), pure=False)
+    got = read_outputs(_env(client), outputs, _double, budget=1)
+    assert got == [0, 4, 8, 12, 16, 20]
+    assert outputs == [None] * 6  # every slot released
+
+
+def test_read_outputs_errors(client):
+    from conformance.adapters._spread import read_outputs
+
+    outputs = client.map(_double, range(3), pure=False)
+    with pytest.raises(ValueError, match=r"^errors='ignore': expected 'raise' or 'return'$"):
+        read_outputs(_env(client), outputs, _fail_on_odd, errors="ignore")
+    got = read_outputs(_env(client), list(outputs), _fail_on_odd, errors="return")
+    assert got == [0, 2, 4]
+    odd = client.map(_double, [0, 0.5, 1], pure=False)  # 0, 1.0, 2: the middle read fails
+    got = read_outputs(_env(client), odd, _fail_on_odd, errors="return")
+    assert got[0] == 0 and got[2] == 2 and isinstance(got[1], ValueError), got
+    with pytest.raises(ValueError, match="odd 1.0"):
+        read_outputs(_env(client), client.map(_double, [0.5], pure=False), _fail_on_odd)
