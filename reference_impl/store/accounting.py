@@ -8,9 +8,17 @@ held and when its last holder lets go, and this object counts it.
 
 A host value (a key's value without device objects) is counted by the size it has on
 the tier it sits on: its deep ``sizeof`` in memory, its file's size on disk.
+
+A *clean copy* (``Record.clean``: the spill file an immutable value was read back from,
+kept while the value is on device or host) is a real file in the spill directory, so it is
+counted in ``disk_bytes`` for as long as it exists ("disk_bytes == the sizes of the store's
+files", SPEC 3.5, keeps holding); ``clean_bytes`` says how much of ``disk_bytes`` it is.
+The file goes with its count: :meth:`drop_clean` removes both in one call.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from .records import Record
 
@@ -19,17 +27,19 @@ GONE = "gone"  # a forgotten record's tier: counted nowhere
 
 
 class Accounting:
-    """Device, host and disk byte totals; the only writer of them and of ``Record.tier``."""
+    """Device, host and disk byte totals; the only writer of them, of ``Record.tier`` and
+    of ``Record.clean``."""
 
-    __slots__ = ("device_bytes", "host_bytes", "disk_bytes")
+    __slots__ = ("device_bytes", "host_bytes", "disk_bytes", "clean_bytes")
 
     def __init__(self) -> None:
         self.device_bytes = 0
         self.host_bytes = 0
         self.disk_bytes = 0
+        self.clean_bytes = 0  # the part of disk_bytes that is clean copies
 
     def clear(self) -> None:
-        self.device_bytes = self.host_bytes = self.disk_bytes = 0
+        self.device_bytes = self.host_bytes = self.disk_bytes = self.clean_bytes = 0
 
     # --- device allocations ------------------------------------------------------
     def allocated(self, nbytes: int) -> None:
@@ -62,8 +72,40 @@ class Accounting:
 
     def forget(self, rec: Record) -> None:
         """``rec`` leaves the store: its host or disk bytes go (device bytes go with its
-        allocations, freed by the index)."""
+        allocations, freed by the index), and its clean copy if it has one."""
+        if rec.clean is not None:
+            self.drop_clean(rec)
         self.move(rec, GONE)
+
+    # --- clean copies ----------------------------------------------------------------
+    def keep_clean(self, rec: Record, file: Any) -> None:
+        """``rec`` comes back from disk to the device and keeps ``file`` (the one its proxy
+        held) as its clean copy: still on disk, so still counted in ``disk_bytes``."""
+        self.move(rec, DEVICE)
+        rec.clean = file
+        self.clean_bytes += file.nbytes
+        self.disk_bytes += file.nbytes
+
+    def reuse_clean(self, rec: Record) -> Any:
+        """``rec`` (on device or host) goes to disk as its clean copy: nothing is written.
+
+        Returns the file, which ``rec``'s proxy now holds; it was counted already.
+        """
+        file = rec.clean
+        nbytes = file.nbytes
+        rec.clean = None
+        self.clean_bytes -= nbytes
+        self.disk_bytes -= nbytes  # counted again by the move, now as what rec holds
+        self.move(rec, DISK, nbytes)
+        return file
+
+    def drop_clean(self, rec: Record) -> None:
+        """``rec``'s clean copy is stale or no longer wanted: uncounted and removed."""
+        file = rec.clean
+        rec.clean = None
+        self.clean_bytes -= file.nbytes
+        self.disk_bytes -= file.nbytes
+        file.remove()
 
     # --- host values ---------------------------------------------------------------
     def add_value(self, tier: str, nbytes: int) -> None:

@@ -87,7 +87,8 @@ class ProxyManager(Protocol):
         """A use answered from cached metadata: recency only, nothing moves."""
 
     def proxy_write_back(self, state: ProxyState, obj: Any) -> None:
-        """Persist an in-place change made to ``obj``, a transient copy of a spilled proxy."""
+        """Persist an in-place change made to ``obj``, a transient copy of a spilled proxy
+        (or the device object itself, when the store keeps a clean copy that is stale now)."""
 
     def proxy_host_state(self, state: ProxyState) -> Any:
         """What pickling carries (the device object or host frames), without unspilling."""
@@ -123,9 +124,10 @@ def use_unmanaged(state: ProxyState) -> Any:
 
 
 def _mutated(proxy: ProxyObject, obj: Any) -> None:
-    """After an in-place change: write back if ``obj`` was only a transient copy."""
+    """After an in-place change: write back if ``obj`` was only a transient copy, and let
+    the store drop a clean copy (a spill file kept for the value) that is stale now."""
     state = state_of(proxy)
-    if state.held is not obj:
+    if state.held is not obj or getattr(state.rec, "clean", None) is not None:
         manager = state.manager()
         if manager is not None:
             manager.proxy_write_back(state, obj)

@@ -129,6 +129,8 @@ class Tracker:
             self.tiers.recency.remove(rec)
         if rec.tier == "device":
             self.index.drop_allocs(rec)  # the common case: no second call on every del
+            if rec.clean is not None:
+                self.accounting.drop_clean(rec)
         else:
             self.accounting.forget(rec)  # on disk, the file died with its proxy
         rec.pid = 0  # drain() skips it when its weakref callback queued it too
