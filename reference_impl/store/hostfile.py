@@ -403,7 +403,7 @@ class ProxifyHostFile(MutableMapping):
                 except KeyError:
                     pass
             for rec in self._records.values():
-                if rec.clean is not None:
+                if rec.clean_nbytes:
                     self._accounting.drop_clean(rec)
                 proxy = rec()
                 if proxy is not None:
@@ -480,7 +480,7 @@ class ProxifyHostFile(MutableMapping):
             if self._closed:
                 return
             rec = state.rec
-            if rec is not None and rec.clean is not None:
+            if rec is not None and rec.clean_nbytes:
                 self._accounting.drop_clean(rec)
             if state.obj is not None:
                 return
@@ -556,7 +556,7 @@ class ProxifyHostFile(MutableMapping):
             return
         # Still referenced outside the store: it becomes an external of least recency. A
         # key's file goes with the key (SPEC 9.4), its clean copy too.
-        if rec.clean is not None:
+        if rec.clean_nbytes:
             self._accounting.drop_clean(rec)
         self._tiers.place(rec)
         self._recency.make_oldest(rec)

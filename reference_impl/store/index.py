@@ -120,7 +120,7 @@ class UnitIndex:
         change them unseen, so none of them may keep a clean copy any more."""
         for p in pids:
             other = self.records.get(p)
-            if other is not None and other.clean is not None:
+            if other is not None and other.clean_nbytes:
                 self.accounting.drop_clean(other)
 
     def _name_raw(self, rec: Record, obj: Any) -> None:

@@ -6,9 +6,10 @@ full disk) leaves every key in one tier and every counter exact. Unspilling
 evicts others *before* copying back, so the limit holds after every call.
 
 Clean copies: a value of an immutable type (``DeviceType.immutable``, the Table) read
-back from disk keeps its file (``Record.clean``), and its next spill reuses it: evicted
-from the device it goes straight to disk (its device copy dropped, nothing serialized,
-nothing written), or, from host, the cascade hands it its file instead of writing one.
+back from disk keeps its file (``ProxyState.clean``), and its next spill reuses it:
+evicted from the device it goes straight to disk (its device copy dropped, nothing
+serialized, nothing written), or, from host, the cascade hands it its file instead of
+writing one.
 Reading a value's outputs back therefore no longer writes them out again. A group moves
 straight to disk only when every device member has a clean copy, so a key never splits
 over two tiers; otherwise the group goes to host as before and each clean member keeps its
@@ -208,8 +209,9 @@ class TierMover:
             proxy = rec()
             if proxy is None or rec.tier != ON_DEVICE:
                 continue
-            moves.append((rec, state_of(proxy)))
-            if clean and (rec.clean is None or not self.clean_usable(rec)):
+            state = state_of(proxy)
+            moves.append((rec, state))
+            if clean and (state.clean is None or not self.clean_usable(rec, state)):
                 clean = False
         if clean and moves:
             self._reuse_clean(moves)
@@ -243,7 +245,7 @@ class TierMover:
                 proxy = rec()
                 if proxy is not None and rec.tier == ON_HOST:
                     state = state_of(proxy)
-                    if rec.clean is not None and self.clean_usable(rec):
+                    if state.clean is not None and self.clean_usable(rec, state):
                         reused.append((rec, state))
                     else:
                         written.append((rec, self.disk.write(state.held), state))
@@ -265,10 +267,10 @@ class TierMover:
         self.place_all(group)
         self.times["disk_time_s"] += time.perf_counter() - start
 
-    def clean_usable(self, rec: Record) -> bool:
+    def clean_usable(self, rec: Record, state: ProxyState) -> bool:
         """Whether ``rec``'s clean copy is still the file it was read from; a file someone
         changed or removed is dropped (the value, intact in memory, gets written anew)."""
-        if self.disk.unchanged(rec.clean):
+        if self.disk.unchanged(state.clean):
             return True
         self.accounting.drop_clean(rec)
         return False
@@ -279,7 +281,7 @@ class TierMover:
         index, accounting, stats = self.index, self.accounting, self.stats
         for rec, state in moves:
             was_device = rec.tier == ON_DEVICE
-            held, state.held = state.held, accounting.reuse_clean(rec)
+            held, state.held = state.held, accounting.reuse_clean(rec, state)
             if was_device:
                 index.drop_allocs(rec)
                 stats["spilled_bytes"] += rec.restore_nbytes
@@ -320,7 +322,7 @@ class TierMover:
             if rec.tier != DISK:
                 accounting.move(rec, ON_DEVICE)
             elif is_immutable(state.handler):  # its file stays exact: kept as a clean copy
-                accounting.keep_clean(rec, state.held)
+                accounting.keep_clean(rec, state)
             else:
                 state.held.remove()
                 accounting.move(rec, ON_DEVICE)
@@ -358,7 +360,7 @@ class TierMover:
 
     def write_back(self, rec: Record, state: ProxyState, obj: Any) -> None:
         """Persist an in-place change made to a transient copy of a spilled record."""
-        if rec.clean is not None:  # the value changed: its kept file is stale
+        if rec.clean_nbytes:  # the value changed: its kept file is stale
             self.accounting.drop_clean(rec)
         payload = state.handler.to_host(obj, self.device)
         if rec.tier == DISK:

@@ -3,9 +3,9 @@
 Read from the store's internals (this is the reference's test, not the contract): a
 record's tier (written only by the accounting) agrees with what its proxy's state holds
 and with the recency queue its unit sits in; each total equals the sum over what it
-counts; device bytes equal the device ledger's. Clean copies (``Record.clean``) belong to
-immutable values in memory only, share no memory with a mutable object, and count in
-``disk_bytes``; the files in the spill directory are exactly the ones the store knows, and
+counts; device bytes equal the device ledger's. Clean copies (``ProxyState.clean``, sized
+in ``Record.clean_nbytes``) belong to immutable values in memory only, share no memory with
+a mutable object, and count in ``disk_bytes``; the files in the spill directory are exactly the ones the store knows, and
 their sizes add up to ``disk_bytes``. Nothing here unspills or touches recency.
 """
 
@@ -51,12 +51,19 @@ def check_store(store: Any, ledger_bytes: int | None = None) -> None:
                     _known(files, state.held, name)
                 if not is_immutable(state.handler):
                     mutable.add(pid)
-                    assert rec.clean is None, f"{name}: a mutable value keeps a clean copy"
-            if rec.clean is not None:
+                    assert state.clean is None, f"{name}: a mutable value keeps a clean copy"
+                if state.clean is not None:
+                    _known(files, state.clean, name)
+                    assert state.clean.nbytes == rec.clean_nbytes, (
+                        f"{name}: its clean copy has {state.clean.nbytes:,} bytes, the record "
+                        f"says {rec.clean_nbytes:,}"
+                    )
+                else:
+                    assert not rec.clean_nbytes, f"{name}: counts a clean copy it does not hold"
+            if rec.clean_nbytes:
                 assert rec.tier in ("device", "host"), f"{name}: on {rec.tier} with a clean copy"
-                _known(files, rec.clean, name)
-                disk += rec.clean.nbytes
-                clean += rec.clean.nbytes
+                disk += rec.clean_nbytes
+                clean += rec.clean_nbytes
             if rec.tier == "device":
                 assert rec.held_nbytes == 0, f"{name}: on device yet holds {rec.held_nbytes} off it"
                 for aid, nbytes in rec.allocs.items():
@@ -99,7 +106,7 @@ def check_store(store: Any, ledger_bytes: int | None = None) -> None:
             if type(holders) is set and holders & mutable:  # would make a clean copy stale
                 for p in holders:
                     rec = index.records.get(p)
-                    assert rec is None or rec.clean is None, (
+                    assert rec is None or not rec.clean_nbytes, (
                         f"{index.key_name(rec)}: keeps a clean copy, yet allocation {aid} is "
                         "shared with a mutable object"
                     )

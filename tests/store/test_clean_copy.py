@@ -294,8 +294,9 @@ def test_the_kept_file_of_an_external_goes_when_it_dies(dev, make_store):
     assert e.to_arrow().equals(_arrow(4))  # a real use brings it back, keeping its file
     assert len(_paths(s)) == 1 and s.stats()["disk_clean_bytes"] > 0
     del e
+    assert _paths(s) == [], "the file outlived its proxy"  # at once: no store call between
     _check(s, dev)
-    assert _paths(s) == [] and s.stats()["disk_bytes"] == 0
+    assert s.stats()["disk_bytes"] == 0
 
 
 def test_a_collected_store_leaves_no_kept_file(dev, tmp_path):
