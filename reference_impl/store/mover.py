@@ -183,7 +183,7 @@ class TierMover:
             if any(u in recency.pinned for u in group):
                 continue
             try:
-                self.spill_to_disk(group)
+                self._spill_to_disk_making_room(group)
             except Exception as exc:  # full disk, unpicklable value: it stays in memory
                 self.stats["disk_errors"] += 1
                 skip.update(group)
@@ -194,6 +194,25 @@ class TierMover:
                     SpillWarning,
                     stacklevel=4,
                 )
+
+    def _spill_to_disk_making_room(self, group: list[Unit]) -> None:
+        """:meth:`spill_to_disk`; when the disk refuses a write while clean copies hold disk
+        space, they go (they are only a cache: the space they hold must never keep a value in
+        memory) and the write is tried once more."""
+        try:
+            self.spill_to_disk(group)
+        except OSError:
+            if not self.accounting.clean_bytes:
+                raise
+            self.drop_all_clean()
+            self.spill_to_disk(group)
+
+    def drop_all_clean(self) -> None:
+        """Drop every clean copy (their files are removed)."""
+        accounting = self.accounting
+        for rec in list(self.index.records.values()):
+            if rec.clean_nbytes:
+                accounting.drop_clean(rec)
 
     # --- moves -------------------------------------------------------------------
     def spill_to_host(self, group: list[Unit]) -> None:

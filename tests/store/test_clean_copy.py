@@ -21,7 +21,7 @@ from conftest import NB
 from store_invariants import check_store
 
 from reference_impl import ProxifyHostFile, Table
-from reference_impl.store import SpillIntegrityError
+from reference_impl.store import SpillIntegrityError, SpillWarning
 from reference_impl.store.disk import SpillDir
 from reference_impl.store.dispatch import ArrayType
 from reference_impl.table.spill import TableType
@@ -350,6 +350,41 @@ def test_a_reused_file_tampered_on_disk_is_caught_when_read(dev, kept):
     _flip(path, at=os.path.getsize(path) - 40)
     with pytest.raises(SpillIntegrityError, match="'t'"):
         s["t"]
+
+
+# --- a full disk -------------------------------------------------------------------------------
+@pytest.mark.parametrize("fails", [1, 2])
+def test_a_full_disk_takes_the_clean_copies_first(fails, dev, arr, kept, monkeypatch):
+    """Clean copies are only a cache: a write the disk refuses drops them all and is tried once
+    more, so the space they held never keeps a value in memory (SPEC 9.6 otherwise)."""
+    s, path = kept
+    s.memory_limit = BIG
+    s["a"] = arr(3.0)
+    assert s["t"].num_rows == ROWS and s["t"].to_arrow().num_rows == ROWS  # "a" is the oldest
+    s.evict(1)
+    assert s.tier_of("a") == "host" and s.tier_of("t") == "device" and os.path.exists(path)
+    write, calls = SpillDir.write, []
+
+    def full(self, payload):
+        calls.append(1)
+        if len(calls) <= fails:
+            raise OSError(28, "No space left on device")
+        return write(self, payload)
+
+    monkeypatch.setattr(SpillDir, "write", full)
+    s.memory_limit = 0
+    if fails == 1:
+        s.evict(0)  # the cascade
+        assert s.tier_of("a") == "disk" and s.stats()["disk_errors"] == 0
+    else:
+        with pytest.warns(SpillWarning, match="'a'"):
+            s.evict(0)
+        assert s.tier_of("a") == "host" and s.stats()["disk_errors"] == 1
+    assert len(calls) == 2 and not os.path.exists(path) and s.stats()["disk_clean_bytes"] == 0
+    assert s.tier_of("t") == "device"
+    _check(s, dev)
+    assert s["t"].to_arrow().equals(_arrow(1))
+    assert float(np.asarray(s["a"])[0]) == 3.0
 
 
 # --- accounting under a random workload ------------------------------------------------------------
