@@ -21,7 +21,7 @@ from conftest import NB
 from store_invariants import check_store
 
 from reference_impl import ProxifyHostFile, Table
-from reference_impl.store import SpillIntegrityError, SpillWarning
+from reference_impl.store import SpillIntegrityError, SpillWarning, state_of
 from reference_impl.store.disk import SpillDir
 from reference_impl.store.dispatch import ArrayType
 from reference_impl.table.spill import TableType
@@ -179,6 +179,33 @@ def test_an_immutable_alias_keeps_the_clean_copy(dev, kept):
     _check(s, dev)
     assert s["rows"].to_arrow().equals(_arrow(1).slice(10, 190))
     assert s["t"].to_arrow().equals(_arrow(1))
+
+
+def test_the_invariant_names_a_clean_copy_that_drifted(dev, arr, kept):
+    """The check can fail: each clean-copy fact it ties, broken behind the store's back."""
+    s, path = kept
+    rec = s._entries["t"].rec
+    state = state_of(rec())
+    s._accounting.clean_bytes += 1
+    with pytest.raises(AssertionError, match="clean_bytes"):
+        check_store(s)
+    s._accounting.clean_bytes -= 1
+    rec.clean_nbytes += 1
+    with pytest.raises(AssertionError, match="its clean copy has"):
+        check_store(s)
+    rec.clean_nbytes -= 1
+    stray = os.path.join(s.spill_dir, "stray.spill")
+    open(stray, "wb").close()
+    with pytest.raises(AssertionError, match="spill_dir holds"):
+        check_store(s)
+    os.unlink(stray)
+    s["a"] = arr(1.0)
+    a_state = state_of(s._entries["a"].rec())
+    a_state.clean = state.clean
+    with pytest.raises(AssertionError, match="a mutable value keeps a clean copy"):
+        check_store(s)
+    a_state.clean = None
+    check_store(s)
 
 
 # --- in-place writes (SPEC 13.1) ----------------------------------------------------------------
