@@ -211,14 +211,22 @@ def _unlink(path: str) -> None:
         pass
 
 
+def _stamp(st: os.stat_result) -> tuple[int, ...]:
+    """What changes when anyone writes, truncates, replaces or touches a file (ctime too:
+    resetting the mtime with ``utime`` moves it)."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
 class SpillFile:
     """One spilled object on disk; the file is removed when this object dies."""
 
-    __slots__ = ("path", "nbytes", "_finalizer", "__weakref__")
+    __slots__ = ("path", "nbytes", "stamp", "_finalizer", "__weakref__")
 
     def __init__(self, path: str, nbytes: int) -> None:
         self.path = path
         self.nbytes = nbytes
+        # The file's identity when it was last authenticated (see SpillDir.unchanged).
+        self.stamp: tuple[int, ...] | None = None
         # A finalizer (not __del__): it takes no lock, so it is safe on any thread.
         self._finalizer = weakref.finalize(self, _unlink, path)
 
@@ -266,7 +274,8 @@ class SpillDir:
         except FileNotFoundError as exc:
             raise SpillIntegrityError(f"spill file {path} of key {key} is missing") from exc
         try:
-            size = os.fstat(fd).st_size
+            st = os.fstat(fd)
+            size = st.st_size
             head = bytearray(16)
             if size < 16 + 8 + TAG_SIZE:
                 raise EOFError
@@ -306,4 +315,21 @@ class SpillDir:
             raise SpillIntegrityError(
                 f"spill file {path} of key {key} failed its MAC check (keyed BLAKE3: tampered or corrupt)"
             )
+        file.stamp = _stamp(st)
         return Payload(bytes(buffers[0]), buffers[1:])
+
+    def unchanged(self, file: SpillFile) -> bool:
+        """True if ``file`` is, to every appearance, the file last authenticated (a read).
+
+        What a clean copy is checked with before the store reuses it: a file changed, cut,
+        replaced or removed since is not reused (the value, intact in memory, is written
+        anew). This is a cheap ``stat``, not the MAC: a change that keeps every stamp field
+        is still caught by the MAC when the file is read (SPEC 10.1).
+        """
+        stamp = file.stamp
+        if stamp is None:
+            return False
+        try:
+            return _stamp(os.stat(file.path)) == stamp
+        except OSError:
+            return False

@@ -31,10 +31,20 @@ class DeviceType(Protocol):
 
     # Optional: ``default_device(meta) -> device``, the device a spilled proxy that was
     # pickled into another process unspills onto (default: sim for SimArray, else cuda).
+    #
+    # Optional: ``immutable = True`` when no instance ever changes after it is built. Only
+    # then does the store keep a value's spill file as a *clean copy* when it reads the value
+    # back, and reuse that file (no serialization, no write) when it evicts the value again:
+    # a file kept for a mutable object would go stale at its first in-place write (SPEC 13.1).
+    # Absent means False.
 
 
 class ArrayType:
     """Device arrays (SimArray, CuPy): one base allocation, copied with the device."""
+
+    # Arrays are written in place (``a[0] = 1``, ``np.add(a, 1, out=a)`` through a raw
+    # array the store never sees), so a spill file kept for one would go stale: no clean copy.
+    immutable = False
 
     def allocations(self, obj: Any, device: Any) -> list[tuple[int, int]]:
         return [device.allocation_of(obj)]
@@ -88,6 +98,11 @@ def register_device_type(cls: type, handler: DeviceType) -> None:
     """Teach every store to proxify instances of ``cls`` with ``handler``."""
     with _registry_lock:
         _registry[cls] = handler
+
+
+def is_immutable(handler: Any) -> bool:
+    """Whether ``handler``'s objects never change once built (may keep a clean copy)."""
+    return getattr(handler, "immutable", False) is True
 
 
 def handler_for(obj: Any, device: Any) -> DeviceType | None:

@@ -382,6 +382,7 @@ class ProxifyHostFile(MutableMapping):
             "device_bytes": a.device_bytes,
             "host_bytes": a.host_bytes,
             "disk_bytes": a.disk_bytes,
+            "disk_clean_bytes": a.clean_bytes,  # of disk_bytes: clean copies of values in memory
             "device_memory_limit": self.device_memory_limit,
             "memory_limit": self.memory_limit,
             **{f"{t}_keys": n for t, n in counts.items()},
@@ -402,6 +403,8 @@ class ProxifyHostFile(MutableMapping):
                 except KeyError:
                     pass
             for rec in self._records.values():
+                if rec.clean_nbytes:
+                    self._accounting.drop_clean(rec)
                 proxy = rec()
                 if proxy is not None:
                     state = state_of(proxy)
@@ -471,11 +474,17 @@ class ProxifyHostFile(MutableMapping):
             self._recency.touch(index.group(unit), index.size)
 
     def proxy_write_back(self, state: ProxyState, obj: Any) -> None:
-        """Persist an in-place change made to a transient copy of a spilled proxy."""
+        """Persist an in-place change made to a transient copy of a spilled proxy; drop the
+        clean copy of one on the device (belt and braces: only immutable types keep one)."""
         with self._lock:
-            if self._closed or state.obj is not None:
+            if self._closed:
                 return
-            self._tiers.write_back(state.rec, state, obj)
+            rec = state.rec
+            if rec is not None and rec.clean_nbytes:
+                self._accounting.drop_clean(rec)
+            if state.obj is not None:
+                return
+            self._tiers.write_back(rec, state, obj)
 
     def proxy_host_state(self, state: ProxyState) -> Any:
         """What a pickled proxy carries: the object, or host frames; never unspills."""
@@ -545,6 +554,9 @@ class ProxifyHostFile(MutableMapping):
         if rec() is None:
             self._tracker.forget(rec.pid, unit=False)  # a keyed record is in no LRU list
             return
-        # Still referenced outside the store: it becomes an external of least recency.
+        # Still referenced outside the store: it becomes an external of least recency. A
+        # key's file goes with the key (SPEC 9.4), its clean copy too.
+        if rec.clean_nbytes:
+            self._accounting.drop_clean(rec)
         self._tiers.place(rec)
         self._recency.make_oldest(rec)

@@ -12,11 +12,11 @@ device bytes count each allocation once however many proxies hold it.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 from .accounting import Accounting
-from .dispatch import ARRAY
+from .dispatch import ARRAY, is_immutable
 from .proxy import state_of
 from .records import Entry, Record, Unit
 
@@ -107,9 +107,21 @@ class UnitIndex:
                     other = self.records.get(holders)
                     if other is not None:
                         self._name_raw(other, None)
+                    if not is_immutable(handler):
+                        self._drop_clean_of((holders,))
             else:
                 holders.add(pid)
+                if not is_immutable(handler):
+                    self._drop_clean_of(holders)
         rec.restore_nbytes = int(state.meta.get("nbytes", 0)) or rec.device_nbytes
+
+    def _drop_clean_of(self, pids: Iterable[int]) -> None:
+        """A mutable object now shares memory with these records: a write through it would
+        change them unseen, so none of them may keep a clean copy any more."""
+        for p in pids:
+            other = self.records.get(p)
+            if other is not None and other.clean_nbytes:
+                self.accounting.drop_clean(other)
 
     def _name_raw(self, rec: Record, obj: Any) -> None:
         """Map ``rec``'s device object (``obj``, or read from its proxy) in :attr:`raw`."""

@@ -4,6 +4,17 @@ Every move is all-or-nothing per group: copies are made first and committed
 only once all of them succeeded, so a failure (device OOM while unspilling, a
 full disk) leaves every key in one tier and every counter exact. Unspilling
 evicts others *before* copying back, so the limit holds after every call.
+
+Clean copies: a value of an immutable type (``DeviceType.immutable``, the Table) read
+back from disk keeps its file (``ProxyState.clean``), and its next spill reuses it:
+evicted from the device it goes straight to disk (its device copy dropped, nothing
+serialized, nothing written), or, from host, the cascade hands it its file instead of
+writing one.
+Reading a value's outputs back therefore no longer writes them out again. A group moves
+straight to disk only when every device member has a clean copy, so a key never splits
+over two tiers; otherwise the group goes to host as before and each clean member keeps its
+file for the cascade. A mutable value (an array, a host value) keeps no clean copy: an
+in-place write (SPEC 13.1) would leave its file stale, unseen.
 """
 
 from __future__ import annotations
@@ -17,6 +28,7 @@ from .accounting import DEVICE as ON_DEVICE
 from .accounting import DISK, Accounting
 from .accounting import HOST as ON_HOST
 from .disk import SpillDir, SpillFile
+from .dispatch import is_immutable
 from .errors import SpillWarning
 from .index import UnitIndex
 from .proxy import ProxyState, state_of
@@ -30,7 +42,10 @@ OVERSIZED = object()
 _STAT_NAMES = (
     "spilled_bytes", "unspilled_bytes", "disk_written_bytes", "disk_read_bytes",
     "spill_count", "unspill_count", "disk_errors", "oom_calls",
+    "disk_reused_bytes", "disk_reuse_count",
 )  # fmt: skip
+"""``disk_reused_bytes``/``disk_reuse_count``: spills to disk that reused a clean copy
+instead of writing (counted apart from ``disk_written_bytes``)."""
 
 
 class TierMover:
@@ -168,7 +183,7 @@ class TierMover:
             if any(u in recency.pinned for u in group):
                 continue
             try:
-                self.spill_to_disk(group)
+                self._spill_to_disk_making_room(group)
             except Exception as exc:  # full disk, unpicklable value: it stays in memory
                 self.stats["disk_errors"] += 1
                 skip.update(group)
@@ -180,33 +195,66 @@ class TierMover:
                     stacklevel=4,
                 )
 
+    def _spill_to_disk_making_room(self, group: list[Unit]) -> None:
+        """:meth:`spill_to_disk`; when the disk refuses a write while clean copies hold disk
+        space, they go (they are only a cache: the space they hold must never keep a value in
+        memory) and the write is tried once more."""
+        try:
+            self.spill_to_disk(group)
+        except OSError:
+            if not self.accounting.clean_bytes:
+                raise
+            self.drop_all_clean()
+            self.spill_to_disk(group)
+
+    def drop_all_clean(self) -> None:
+        """Drop every clean copy (their files are removed)."""
+        accounting = self.accounting
+        for rec in list(self.index.records.values()):
+            if rec.clean_nbytes:
+                accounting.drop_clean(rec)
+
     # --- moves -------------------------------------------------------------------
     def spill_to_host(self, group: list[Unit]) -> None:
-        """Copy every device record of ``group`` to host, then commit them all."""
+        """Copy every device record of ``group`` to host, then commit them all.
+
+        When every one has a clean copy, the group goes to disk on those files instead.
+        """
         start = time.perf_counter()
         index, accounting = self.index, self.accounting
         moves = []
+        clean = True
         for rec in index.group_records(group):
             proxy = rec()
             if proxy is None or rec.tier != ON_DEVICE:
                 continue
             state = state_of(proxy)
-            moves.append((rec, state, state.handler.to_host(state.held, self.device)))
-        for rec, state, payload in moves:  # commit only after every copy succeeded
+            moves.append((rec, state))
+            if clean and (state.clean is None or not self.clean_usable(rec, state)):
+                clean = False
+        if clean and moves:
+            self._reuse_clean(moves)
+            self.place_all(group)
+            self.times["spill_time_s"] += time.perf_counter() - start
+            return
+        copies = [(rec, st, st.handler.to_host(st.held, self.device)) for rec, st in moves]
+        for rec, state, payload in copies:  # commit only after every copy succeeded
             obj, state.held = state.held, payload
             index.drop_allocs(rec)
             del obj
             accounting.move(rec, ON_HOST, payload.nbytes)  # restore_nbytes stays the device size
             self.stats["spilled_bytes"] += rec.restore_nbytes
             self.stats["spill_count"] += 1
-        moves.clear()
+        copies.clear()
         self.place_all(group)
         self.times["spill_time_s"] += time.perf_counter() - start
 
     def spill_to_disk(self, group: list[Unit]) -> None:
-        """Write every host member of ``group``; on any failure nothing moves."""
+        """Write every host member of ``group`` (a clean copy is reused, not written); on
+        any failure nothing moves."""
         start = time.perf_counter()
         written: list[tuple[Any, ...]] = []
+        reused: list[tuple[Record, ProxyState]] = []
         try:
             for u in group:
                 if isinstance(u, Entry) and u.is_host_value:
@@ -216,11 +264,15 @@ class TierMover:
                 proxy = rec()
                 if proxy is not None and rec.tier == ON_HOST:
                     state = state_of(proxy)
-                    written.append((rec, self.disk.write(state.held), state))
+                    if state.clean is not None and self.clean_usable(rec, state):
+                        reused.append((rec, state))
+                    else:
+                        written.append((rec, self.disk.write(state.held), state))
         except BaseException:
             for item in written:
                 item[1].remove()
             raise
+        self._reuse_clean(reused)
         accounting = self.accounting
         for item in written:
             target, file = item[0], item[1]
@@ -233,6 +285,29 @@ class TierMover:
             self.stats["disk_written_bytes"] += file.nbytes
         self.place_all(group)
         self.times["disk_time_s"] += time.perf_counter() - start
+
+    def clean_usable(self, rec: Record, state: ProxyState) -> bool:
+        """Whether ``rec``'s clean copy is still the file it was read from; a file someone
+        changed or removed is dropped (the value, intact in memory, gets written anew)."""
+        if self.disk.unchanged(state.clean):
+            return True
+        self.accounting.drop_clean(rec)
+        return False
+
+    def _reuse_clean(self, moves: list[tuple[Record, ProxyState]]) -> None:
+        """Commit each record (on device or host, with a usable clean copy) to disk on its
+        clean copy: the device object or host frames go, nothing is written."""
+        index, accounting, stats = self.index, self.accounting, self.stats
+        for rec, state in moves:
+            was_device = rec.tier == ON_DEVICE
+            held, state.held = state.held, accounting.reuse_clean(rec, state)
+            if was_device:
+                index.drop_allocs(rec)
+                stats["spilled_bytes"] += rec.restore_nbytes
+                stats["spill_count"] += 1
+            del held
+            stats["disk_reused_bytes"] += rec.held_nbytes
+            stats["disk_reuse_count"] += 1
 
     def bring_to_device(self, unit: Unit) -> Any:
         """Unspill ``unit``'s group, evicting others *before* copying back.
@@ -263,10 +338,14 @@ class TierMover:
         finally:
             recency.unpin(pinned)
         for rec, state, obj in zip(load, states, objs, strict=True):
-            if rec.tier == DISK:
+            if rec.tier != DISK:
+                accounting.move(rec, ON_DEVICE)
+            elif is_immutable(state.handler):  # its file stays exact: kept as a clean copy
+                accounting.keep_clean(rec, state)
+            else:
                 state.held.remove()
+                accounting.move(rec, ON_DEVICE)
             state.held = obj
-            accounting.move(rec, ON_DEVICE)
             index.add_allocs(rec, state, self.device)
             self.stats["unspilled_bytes"] += rec.restore_nbytes
             self.stats["unspill_count"] += 1
@@ -275,7 +354,12 @@ class TierMover:
         return None
 
     def load_host_value(self, entry: Entry) -> None:
-        """Read a host value (no device objects) back from disk into host memory."""
+        """Read a host value (no device objects) back from disk into host memory.
+
+        Its file goes: a host value is a Python object the caller may change in place (a
+        list, a dict, a numpy array), and no use of it passes through the store, so a file
+        kept for it could go stale unseen (no clean copy).
+        """
         file = entry.file
         payload = self.disk.read(file, repr(entry.key))
         self.stats["disk_read_bytes"] += file.nbytes
@@ -295,6 +379,8 @@ class TierMover:
 
     def write_back(self, rec: Record, state: ProxyState, obj: Any) -> None:
         """Persist an in-place change made to a transient copy of a spilled record."""
+        if rec.clean_nbytes:  # the value changed: its kept file is stale
+            self.accounting.drop_clean(rec)
         payload = state.handler.to_host(obj, self.device)
         if rec.tier == DISK:
             new_file: SpillFile = self.disk.write(payload)

@@ -29,12 +29,17 @@ class ProxyState:
     its host :class:`Payload`, or its :class:`SpillFile` (None: removed when its store
     closed). The tier is read from it, so it cannot disagree with itself; a managed
     proxy's record says the same thing for the store's accounting.
+
+    ``clean`` is the store's *clean copy* of an immutable value on device or host: the
+    :class:`SpillFile` it was read back from, kept for its next spill (None: none). Held here,
+    it is removed when the proxy dies, like a spilled proxy's own file.
     """
 
-    __slots__ = ("held", "type_", "meta", "handler", "device", "manager_ref", "rec")
+    __slots__ = ("held", "clean", "type_", "meta", "handler", "device", "manager_ref", "rec")
 
     def __init__(self, obj: Any, handler: Any, device: Any) -> None:
         self.held: Any = obj
+        self.clean: SpillFile | None = None
         self.type_ = type(obj)
         self.meta = handler.metadata(obj)
         self.handler = handler
@@ -87,7 +92,8 @@ class ProxyManager(Protocol):
         """A use answered from cached metadata: recency only, nothing moves."""
 
     def proxy_write_back(self, state: ProxyState, obj: Any) -> None:
-        """Persist an in-place change made to ``obj``, a transient copy of a spilled proxy."""
+        """Persist an in-place change made to ``obj``, a transient copy of a spilled proxy
+        (or the device object itself, when the store keeps a clean copy that is stale now)."""
 
     def proxy_host_state(self, state: ProxyState) -> Any:
         """What pickling carries (the device object or host frames), without unspilling."""
@@ -123,9 +129,10 @@ def use_unmanaged(state: ProxyState) -> Any:
 
 
 def _mutated(proxy: ProxyObject, obj: Any) -> None:
-    """After an in-place change: write back if ``obj`` was only a transient copy."""
+    """After an in-place change: write back if ``obj`` was only a transient copy, and let
+    the store drop a clean copy (a spill file kept for the value) that is stale now."""
     state = state_of(proxy)
-    if state.held is not obj:
+    if state.held is not obj or state.clean is not None:
         manager = state.manager()
         if manager is not None:
             manager.proxy_write_back(state, obj)
@@ -148,6 +155,7 @@ def _rebuild_proxy(state: Any, meta: dict[str, Any], type_: type, handler: Any) 
     if isinstance(state, Payload):
         pxy = ProxyState.__new__(ProxyState)
         pxy.held = state
+        pxy.clean = None
         pxy.type_ = type_
         pxy.meta = meta
         pxy.handler = handler

@@ -24,7 +24,7 @@ class Record(weakref.ref):
 
     __slots__ = (
         "pid", "holders", "tier", "alloc_id", "alloc_nbytes", "more_allocs", "held_nbytes",
-        "restore_nbytes", "tick", "lru", "seq", "raw_id", "__weakref__",
+        "restore_nbytes", "clean_nbytes", "tick", "lru", "seq", "raw_id", "__weakref__",
     )  # fmt: skip
 
     __hash__ = object.__hash__
@@ -48,6 +48,10 @@ class Record(weakref.ref):
         self.more_allocs: dict[int, int] | None = None
         self.held_nbytes = 0  # bytes it holds on host or disk (device bytes: its allocs)
         self.restore_nbytes = 0  # device bytes needed to bring it back
+        # The size of its *clean copy* (0: none): the file an immutable value was read back
+        # from, kept while it is on device or host (``ProxyState.clean`` holds it, so it dies
+        # with the proxy, as a spilled proxy's file does), counted in disk_bytes.
+        self.clean_nbytes = 0
         self.tick = 0
         self.lru = 0  # which of Recency's lists holds it (lru.NONE, DEVICE, HOST)
         self.seq = 0  # sequence number of its live entry there

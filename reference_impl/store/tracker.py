@@ -103,6 +103,7 @@ class Tracker:
         state.rec = rec
         state.manager_ref = self.manager_ref
         self.index.records[pid] = rec
+        state.clean = None  # a clean copy of the store that let it go (closed or collected)
         payload = state.held
         if type(payload) is not Payload:
             self.index.add_allocs(rec, state, self.device)
@@ -129,6 +130,8 @@ class Tracker:
             self.tiers.recency.remove(rec)
         if rec.tier == "device":
             self.index.drop_allocs(rec)  # the common case: no second call on every del
+            if rec.clean_nbytes:  # its file died with its proxy; its count goes now
+                self.accounting.drop_clean(rec)
         else:
             self.accounting.forget(rec)  # on disk, the file died with its proxy
         rec.pid = 0  # drain() skips it when its weakref callback queued it too

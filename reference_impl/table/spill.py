@@ -20,6 +20,12 @@ from .table import Table
 class TableType:
     """A Table moves between tiers whole: every column, mask and offsets buffer."""
 
+    # A Table has no mutating API: its columns are immutable once built (``Column``), and
+    # every operation returns a new table. So the file a table was read back from stays
+    # exact while the table lives, and the store keeps it as a clean copy: evicting the
+    # table again reuses that file instead of serializing and writing it once more.
+    immutable = True
+
     def allocations(self, obj: Table, device: Any) -> list[tuple[int, int]]:
         """Each distinct base allocation once (columns sharing one count once)."""
         if obj.device is not device:

@@ -3,14 +3,20 @@
 Read from the store's internals (this is the reference's test, not the contract): a
 record's tier (written only by the accounting) agrees with what its proxy's state holds
 and with the recency queue its unit sits in; each total equals the sum over what it
-counts; device bytes equal the device ledger's. Nothing here unspills or touches recency.
+counts; device bytes equal the device ledger's. Clean copies (``ProxyState.clean``, sized
+in ``Record.clean_nbytes``) belong to immutable values in memory only, share no memory with
+a mutable object, and count in ``disk_bytes``; the files in the spill directory are exactly the ones the store knows, and
+their sizes add up to ``disk_bytes``. Nothing here unspills or touches recency.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from reference_impl.store import state_of
+from reference_impl.store.disk import SpillFile
+from reference_impl.store.dispatch import is_immutable
 from reference_impl.store.recency import DEVICE, HOST, NONE
 
 QUEUE_OF_TIER = {"device": DEVICE, "host": HOST, "disk": NONE}
@@ -24,19 +30,40 @@ def check_store(store: Any, ledger_bytes: int | None = None) -> None:
     with store._lock:
         store._tracker.drain()  # what a store call would do first
         accounting, index, recency = store._accounting, store._index, store._recency
-        host = disk = 0
+        host = disk = clean = 0
         allocs: dict[int, int] = {}
         n_queued = {DEVICE: 0, HOST: 0}
+        files: dict[str, int] = {}  # path -> size of every file the store knows
+        dead = False  # a proxy died since the drain: its file's path is unknown
+        mutable: set[int] = set()  # pids of live records of a mutable type
         for pid, rec in index.records.items():
             assert rec.pid == pid, f"record {pid} says pid {rec.pid}"
             name = index.key_name(rec)
             proxy = rec()
+            dead = dead or proxy is None
             if proxy is not None:
                 state = state_of(proxy)
                 assert state.tier == rec.tier, (
                     f"{name}: the record says {rec.tier}, its proxy holds {state.tier}"
                 )
                 assert state.rec is rec, f"{name}: the proxy points at another record"
+                if type(state.held) is SpillFile:
+                    _known(files, state.held, name)
+                if not is_immutable(state.handler):
+                    mutable.add(pid)
+                    assert state.clean is None, f"{name}: a mutable value keeps a clean copy"
+                if state.clean is not None:
+                    _known(files, state.clean, name)
+                    assert state.clean.nbytes == rec.clean_nbytes, (
+                        f"{name}: its clean copy has {state.clean.nbytes:,} bytes, the record "
+                        f"says {rec.clean_nbytes:,}"
+                    )
+                else:
+                    assert not rec.clean_nbytes, f"{name}: counts a clean copy it does not hold"
+            if rec.clean_nbytes:
+                assert rec.tier in ("device", "host"), f"{name}: on {rec.tier} with a clean copy"
+                disk += rec.clean_nbytes
+                clean += rec.clean_nbytes
             if rec.tier == "device":
                 assert rec.held_nbytes == 0, f"{name}: on device yet holds {rec.held_nbytes} off it"
                 for aid, nbytes in rec.allocs.items():
@@ -65,6 +92,7 @@ def check_store(store: Any, ledger_bytes: int | None = None) -> None:
                 if entry.file is not None:
                     assert entry.value is None, f"{key!r}: on disk yet holds its value"
                     disk += entry.file.nbytes
+                    _known(files, entry.file, repr(key))
                 else:
                     host += entry.leaf_nbytes
             elif entry.pids:
@@ -74,6 +102,27 @@ def check_store(store: Any, ledger_bytes: int | None = None) -> None:
             n_queued[DEVICE] += entry.lru == DEVICE
             n_queued[HOST] += entry.lru == HOST
         assert set(allocs) == set(index.alloc_pids), "the allocation table holds stale entries"
+        for aid, holders in index.alloc_pids.items():  # a write through a mutable sharer
+            if type(holders) is set and holders & mutable:  # would make a clean copy stale
+                for p in holders:
+                    rec = index.records.get(p)
+                    assert rec is None or not rec.clean_nbytes, (
+                        f"{index.key_name(rec)}: keeps a clean copy, yet allocation {aid} is "
+                        "shared with a mutable object"
+                    )
+        assert accounting.clean_bytes == clean, (
+            f"clean_bytes {accounting.clean_bytes:,} != the clean copies' {clean:,}"
+        )
+        if not dead:  # the ground truth: the directory holds exactly the files counted
+            here = store.spill_dir
+            names = os.listdir(here) if os.path.isdir(here) else []  # removed by the world
+            on_disk = {os.path.join(here, f): os.path.getsize(os.path.join(here, f)) for f in names}
+            assert on_disk == files, (
+                f"spill_dir holds {sorted(on_disk)}, the store knows {sorted(files)}"
+            )
+            assert sum(files.values()) == accounting.disk_bytes, (
+                f"disk_bytes {accounting.disk_bytes:,} != {sum(files.values()):,} bytes of files"
+            )
         device = sum(allocs.values())
         totals = (accounting.device_bytes, accounting.host_bytes, accounting.disk_bytes)
         assert totals == (device, host, disk), (
@@ -88,3 +137,9 @@ def check_store(store: Any, ledger_bytes: int | None = None) -> None:
             f"{(n_queued[DEVICE], n_queued[HOST])}"
         )
         assert index.links == index.count_links(), "the link count drifted"
+
+
+def _known(files: dict[str, int], file: SpillFile, name: str) -> None:
+    """Note ``file`` (held by ``name``); one file held twice would be removed twice."""
+    assert file.path not in files, f"{name}: file {file.path} is held twice"
+    files[file.path] = file.nbytes
