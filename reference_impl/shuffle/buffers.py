@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import ShuffleError
+from .errors import ShuffleClosedError, ShuffleError
 from .limiter import HostBudget
 
 
@@ -67,8 +67,13 @@ class RunBuffers:
         self.outputs: dict[int, OutputBuffer] = {}
         self.held = 0  # bytes in memory over all outputs (this run's part of the budget)
         self.write_errors = 0
+        self.closed = False
         self._key = os.urandom(32)
         self._lock = threading.Lock()
+
+    def _check_open(self) -> None:
+        if self.closed:  # a late shard must not recreate the removed directory
+            raise ShuffleClosedError(self.id, "transfer", self.worker, "the run was closed")
 
     def path(self, output: int) -> str:
         return os.path.join(self.directory, f"{output}.shards")
@@ -76,6 +81,7 @@ class RunBuffers:
     def append(self, output: int, row: list[int], frames: list) -> None:
         """Keep one shard of ``output``; may write the largest buffers out first."""
         with self._lock:
+            self._check_open()
             buf = self.outputs.get(output)
             if buf is None:
                 buf = self.outputs[output] = OutputBuffer(len(row))
@@ -93,6 +99,7 @@ class RunBuffers:
         """Append the largest memory buffers to their files until ``nbytes`` are written."""
         written = 0
         with self._lock:
+            self._check_open()
             try:
                 for output in sorted(self.outputs, key=lambda o: -len(self.outputs[o].memory)):
                     if written >= nbytes:
@@ -190,10 +197,11 @@ class RunBuffers:
     def clear(self) -> None:
         """Drop every buffer and the run's directory (idempotent)."""
         with self._lock:
+            self.closed = True
             held, self.held = self.held, 0
             self.outputs.clear()
+            shutil.rmtree(self.directory, ignore_errors=True)
         self.budget.add(-held)
-        shutil.rmtree(self.directory, ignore_errors=True)
 
     def n_shards(self) -> int:
         with self._lock:

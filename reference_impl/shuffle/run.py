@@ -34,7 +34,7 @@ class ShuffleRun:
             return True
 
     def add(self, output: int, row: list[int], frames: list) -> None:
-        """Keep one shard of ``output`` (a rerun input's copy is caught by the row count)."""
+        """Keep one shard of ``output`` (one sent again replaces its first copy at unpack)."""
         with self.lock:
             self.check()
             if output in self.unpacked:

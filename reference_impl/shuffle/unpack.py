@@ -2,10 +2,10 @@
 
 The task runs on the worker its output was placed on. It takes that output's buffer
 from the worker's run (the run stops holding it), checks the rows against the
-barrier's count, allocates the output once at its exact size from the index alone
-(room made first), and copies the packed shards in at the rows their input order
-gives them, one file chunk at a time, each checked before it is used. A worker thus
-adds one output plus one chunk of host bytes and one shard column on the device.
+barrier's count, stages the output once at its exact size from the index alone, copies
+the packed shards in at the rows their input order gives them, one file chunk at a time
+(each checked before it is used), and uploads each buffer once, room made first. A worker
+thus adds the output on the device, and the output plus one chunk in host memory.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 from reference_impl.table import Table
 
 from .errors import ShuffleError
-from .packed import build, empty_table, latest, output_nbytes, record_nbytes
+from .packed import build, empty_table, latest, output_nbytes
 from .plugin import get_extension
 from .spec import ShuffleSpec
 
@@ -49,8 +49,7 @@ def unpack(spec: ShuffleSpec, output: int) -> Table:
         if buf is None:
             table = empty_table(spec.schema, ext.device)
         else:
-            largest = int(record_nbytes(index).max())
-            with ext.room(output_nbytes(spec.schema, counted) + largest):
+            with ext.room(output_nbytes(spec.schema, counted)):
                 table = build(spec.schema, index, run.buffers.read(output, buf), ext.device)
             run.buffers.remove(output)
     except Exception as exc:

@@ -43,3 +43,25 @@ def test_packed_shards_build_each_output_in_input_order(tmp_path_factory, case, 
         got = build(inputs[0].schema, buf.rows(), bufs.read(output, buf), dev)
         assert_identical(got.to_arrow(), want)
     bufs.clear()
+
+
+def test_a_shard_after_the_close_recreates_nothing(tmp_path):
+    """A late shard (a send that raced the close) is refused; the run's directory stays gone."""
+    import pytest
+
+    from reference_impl.shuffle import ShuffleClosedError
+
+    dev = SimDevice("1 MiB")
+    t = Table.from_arrow(pa.table({"k": pa.array(range(100))}), dev)
+    directory = tmp_path / "run"
+    bufs = RunBuffers("s", "w", str(directory), HostBudget(lambda: None))
+    ((output, row, frames),) = pack_grouped(t, [0, 100], (0, 0))
+    bufs.append(output, row, frames)
+    bufs.write_out(1)
+    assert directory.is_dir()
+    bufs.clear()
+    with pytest.raises(ShuffleClosedError, match="shuffle s failed .* the run was closed"):
+        bufs.append(output, row, frames)
+    with pytest.raises(ShuffleClosedError):
+        bufs.write_out(1)
+    assert not directory.exists() and bufs.budget.buffered == 0
