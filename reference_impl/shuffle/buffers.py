@@ -159,6 +159,10 @@ class RunBuffers:
         if buf.chunks:
             try:
                 fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError as exc:
+                raise self._unreadable(
+                    output, path, phase, f"the file is missing ({buf.file_bytes:,} bytes were written)"
+                ) from exc
             except OSError as exc:
                 raise self._unreadable(output, path, phase, f"cannot open it: {exc!r}") from exc
             try:

@@ -4,7 +4,10 @@ their files at random points, and built back, give each output's rows in input o
 
 from __future__ import annotations
 
+import re
+
 import pyarrow as pa
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from table_asserts import assert_identical
@@ -47,8 +50,6 @@ def test_packed_shards_build_each_output_in_input_order(tmp_path_factory, case, 
 
 def test_a_shard_after_the_close_recreates_nothing(tmp_path):
     """A late shard (a send that raced the close) is refused; the run's directory stays gone."""
-    import pytest
-
     from reference_impl.shuffle import ShuffleClosedError
 
     dev = SimDevice("1 MiB")
@@ -65,3 +66,48 @@ def test_a_shard_after_the_close_recreates_nothing(tmp_path):
     with pytest.raises(ShuffleClosedError):
         bufs.write_out(1)
     assert not directory.exists() and bufs.budget.buffered == 0
+
+
+def _written(tmp_path):
+    dev = SimDevice("1 MiB")
+    t = Table.from_arrow(pa.table({"k": pa.array(range(1000))}), dev)
+    bufs = RunBuffers("s", "w", str(tmp_path / "run"), HostBudget(lambda: None))
+    ((output, row, frames),) = pack_grouped(t, [0, 1000], (0, 0))
+    bufs.append(output, row, frames)
+    bufs.write_out(1)
+    return t.schema, bufs, bufs.take(output), bufs.path(output), dev
+
+
+def _damage(path, how):
+    import os
+
+    if how == "removed":
+        os.unlink(path)
+    elif how == "truncated":
+        os.truncate(path, os.path.getsize(path) - 1)
+    else:  # one byte changed, the size kept
+        with open(path, "r+b") as f:
+            f.seek(100)
+            b = f.read(1)
+            f.seek(100)
+            f.write(bytes([b[0] ^ 1]))
+
+
+@pytest.mark.parametrize(
+    ("how", "why"),
+    [
+        ("removed", "the file is missing \\(8,000 bytes were written\\)"),
+        ("truncated", "it holds 7,999 bytes, 8,000 were written"),
+        ("changed", "the chunk at byte 0 \\(8,000 bytes\\) does not match what was written"),
+    ],
+)
+def test_a_damaged_shard_file_is_an_error_naming_it(tmp_path, how, why):
+    from reference_impl.shuffle import ShuffleError
+
+    schema, bufs, buf, path, dev = _written(tmp_path)
+    _damage(path, how)
+    with pytest.raises(ShuffleError) as info:
+        build(schema, buf.rows(), bufs.read(0, buf), dev)
+    assert info.value.phase == "unpack" and info.value.worker == "w"
+    assert re.search(f"the shards of output 0 in {re.escape(path)} are unreadable: {why}", str(info.value))
+    bufs.clear()
