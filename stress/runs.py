@@ -44,7 +44,15 @@ def generate(
 ) -> tuple[Any, list[data.Summary], pa.Schema]:
     """Inputs made on the workers (``data.make_table`` there, round-robin, not pinned), their
     summaries computed there, and loaded through the adapter's ``load_inputs``; only the
-    summaries travel. The tables are released once the adapter's inputs hold them."""
+    summaries travel.
+
+    Each table is released once its summary and the adapter's input hold what they need of
+    it: this process keeps no future of it, and the priorities run input ``i``'s summary and
+    conversion (the adapter's tasks, at the default priority 0) before table ``i + 1`` is
+    made, so that a worker never holds every table at once next to the inputs they became.
+    """
+    import distributed
+
     from conformance.adapters._spread import workers
     from conformance.api import WorkerTables
 
@@ -53,18 +61,21 @@ def generate(
     made = WorkerTables(
         client.submit(
             data.make_table, seed, i, rows, workers=[names[i % len(names)]],
-            allow_other_workers=True, pure=False,
+            allow_other_workers=True, pure=False, priority=-2 * (i + 1),
         )
         for i in range(n_inputs)
     )
-    made.schema = data.make_table(seed, 0, 0).schema
-    cols = made.schema.names
-    summaries = client.gather(
-        [client.submit(data.summarize, t, cols, width, pure=False) for t in made]
-    )
-    inputs = load_inputs(cluster.adapter, cluster.env, client, made, timeout)
-    schema = made.schema
+    made.schema = schema = data.make_table(seed, 0, 0).schema
+    sums = [
+        client.submit(data.summarize, t, schema.names, width, pure=False, priority=-2 * i - 1)
+        for i, t in enumerate(made)
+    ]
+    held = [made]  # handed over: nothing here holds the tables once load_inputs returned
     del made
+    inputs = call_with_timeout(lambda: cluster.adapter.load_inputs(held.pop(), cluster.env), timeout)
+    with client.as_current():
+        distributed.wait(distributed.futures_of(inputs), timeout=timeout)
+    summaries = client.gather(sums)
     return inputs, summaries, schema
 
 
