@@ -92,8 +92,9 @@ class RunBuffers:
             added = len(buf.memory) - before
             self.held += added
         self.budget.add(added)
-        if self.budget.excess():
-            self.write_out(self.budget.excess() + self.budget.allowance() // 2)
+        allowance = self.budget.allowance()  # one read of the store's counters per shard
+        if self.budget.buffered > allowance:
+            self.write_out(self.budget.buffered - allowance // 2)
 
     def write_out(self, nbytes: int) -> int:
         """Append the largest memory buffers to their files until ``nbytes`` are written."""

@@ -146,14 +146,20 @@ def _round_on_workers(record, progress, cluster, name, label, seed, n_inputs, ro
     record.mark("shuffle")
     summarize = functools.partial(data.summarize, names=schema.names, width=width)
     res = runs.shuffle(cluster, inputs, npartitions, timeout, measure=True, fn=summarize)
-    record.timings[f"{name} {label} shuffle"] = res.seconds
     del inputs
+    return _checked(record, progress, f"{name} {label}", res, in_largest,
+                    lambda: data.summary_problems(summaries_in, res.outputs, npartitions, schema, width))
+
+
+def _checked(record, progress, what, res, in_largest, check):
+    """The shuffle's time recorded, then ``check()``'s problems (none run after an error)."""
+    record.timings[f"{what} shuffle"] = res.seconds
     if res.error is not None:
         return res, [], in_largest
     progress.status("checking")
     t = time.perf_counter()
-    problems = data.summary_problems(summaries_in, res.outputs, npartitions, schema, width)
-    record.timings[f"{name} {label} check"] = time.perf_counter() - t
+    problems = check()
+    record.timings[f"{what} check"] = time.perf_counter() - t
     return res, problems, in_largest
 
 
@@ -177,15 +183,9 @@ def _round_here(settings, record, progress, cluster, name, label, seed, n_inputs
     progress.status("shuffling")
     record.mark("shuffle")
     res = runs.shuffle(cluster, inputs, npartitions, timeout, measure=True)
-    record.timings[f"{name} {label} shuffle"] = res.seconds
     del inputs
-    if res.error is not None:
-        return res, [], in_largest
-    progress.status("checking")
-    t = time.perf_counter()
-    problems = runs.check(kept, digest_in, res.outputs, npartitions, schema)
-    record.timings[f"{name} {label} check"] = time.perf_counter() - t
-    return res, problems, in_largest
+    return _checked(record, progress, f"{name} {label}", res, in_largest,
+                    lambda: runs.check(kept, digest_in, res.outputs, npartitions, schema))
 
 
 def _check_peaks(record, cluster, name, rnd, res, largest) -> None:
