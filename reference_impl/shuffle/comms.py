@@ -2,9 +2,10 @@
 
 A transfer task (a worker thread) hands a batch to :meth:`Comms.send`, which returns as
 soon as the batch is on its way; it blocks only while this worker already has
-``max_in_flight()`` bytes out (one batch may exceed it alone). The sends run on the worker's event loop, one RPC per batch
-(``device_shuffle_receive``), while the task partitions its next chunk. ``flush`` waits
-for all of a run's sends and raises the first cause of failure.
+``max_in_flight()`` bytes out (one batch may exceed it alone). The sends run on the
+worker's event loop, one RPC per batch (``device_shuffle_receive``), while the task
+partitions its next chunk. ``flush`` waits for all of a run's sends and raises the first
+cause of failure.
 """
 
 from __future__ import annotations
@@ -47,8 +48,8 @@ class Comms:
         def cancel() -> None:
             for task in run.sends:
                 task.cancel()
-            if self._flight is not None:
-                asyncio.ensure_future(self._notify())
+            if self._flight is not None:  # this run's senders waiting behind another run's
+                asyncio.ensure_future(self._notify())  # sends see the failure at once
 
         self.worker.loop.add_callback(cancel)
 
@@ -71,12 +72,18 @@ class Comms:
                 await self._flight.wait()
             run.check()
             self.in_flight += nbytes
-        task = asyncio.ensure_future(self._send(run, address, source, batch, nbytes))
+        task = asyncio.ensure_future(self._send(run, address, source, batch))
+        # Released when the task ends, not in the coroutine's ``finally``: a task cancelled
+        # before its first step never runs its body, and its bytes would stay in flight
+        # for good, stalling every later send of this worker.
+        task.add_done_callback(lambda _: self._landed(nbytes))
         run.sends.append(task)
 
-    async def _send(
-        self, run: ShuffleRun, address: str, source: tuple[int, int], batch: Any, nbytes: int
-    ) -> None:
+    def _landed(self, nbytes: int) -> None:
+        self.in_flight -= nbytes
+        asyncio.ensure_future(self._notify())
+
+    async def _send(self, run: ShuffleRun, address: str, source: tuple[int, int], batch: Any) -> None:
         from distributed.protocol import to_serialize
 
         try:
@@ -87,9 +94,6 @@ class Comms:
             raise ShuffleError(
                 run.id, "transfer", address, f"sending shards to it failed: {exc!r}"
             ) from exc
-        finally:
-            self.in_flight -= nbytes
-            await self._notify()
         if answer != "OK":
             raise ShuffleClosedError(run.id, "transfer", address, f"the shuffle is {answer} there")
 
