@@ -6,11 +6,13 @@ Exit status: 0 no violation; 1 a violation (each named in the last lines and the
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -99,9 +101,26 @@ def configure(argv: list[str] | None) -> Settings:
     return s
 
 
-def _interrupt(signum, frame) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # cleanup must not be interrupted in turn
-    raise KeyboardInterrupt
+class _Interrupt:
+    """SIGINT as KeyboardInterrupt in the main thread, raised again each second until the run
+    has taken it: one raised inside a gc callback or a ``__del__`` (distributed's GC diagnosis
+    runs one) is printed and dropped by Python, and the run would go on to its end."""
+
+    def __init__(self) -> None:
+        self.taken = threading.Event()
+        self._insisting = False
+
+    def __call__(self, signum, frame) -> None:
+        if self.taken.is_set():
+            return  # cleanup must not be interrupted in turn
+        if not self._insisting:
+            self._insisting = True
+            threading.Thread(target=self._insist, daemon=True).start()
+        raise KeyboardInterrupt
+
+    def _insist(self) -> None:
+        while not self.taken.wait(1.0):
+            _thread.interrupt_main()
 
 
 def _children_left(timeout: float = 20.0) -> list[int]:
@@ -148,10 +167,12 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="spill-", dir=root))
     record.settings["spill_dir"] = str(workdir)
     progress = Progress(settings.progress)
-    previous = signal.signal(signal.SIGINT, _interrupt)
+    interrupt = _Interrupt()
+    previous = signal.signal(signal.SIGINT, interrupt)
     try:
         SCENARIOS[settings.scenario](settings, record, progress, impls, workdir)
     except KeyboardInterrupt:
+        interrupt.taken.set()
         record.interrupted = True
     except UsageError as exc:
         record.error = str(exc)
@@ -159,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         record.error = f"{type(exc).__name__}: {exc}"
         traceback.print_exc()
     finally:
+        interrupt.taken.set()
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         progress.stop()
         left = _children_left()
