@@ -80,9 +80,12 @@ def files_under(directory: str | Path) -> dict[str, int]:
 
 def open_fds() -> set[str] | None:
     try:
-        return set(os.listdir("/proc/self/fd"))
+        listed = os.listdir("/proc/self/fd")
     except OSError:
         return None
+    # Not the listing's own descriptor (closed by now): a file opened later reuses its number,
+    # and a baseline holding it would hide that file.
+    return {fd for fd in listed if os.path.exists(f"/proc/self/fd/{fd}")}
 
 
 class InvariantError(AssertionError):
@@ -269,14 +272,14 @@ class LeakGuard:
         if not wait_for(lambda: not self._extra_threads(), timeout=5.0):
             _fail(f"threads left behind: {[t.name for t in self._extra_threads()]}")
         if self.fds is not None and not wait_for(lambda: not self._extra_fds(), timeout=2.0):
-            extra = self._extra_fds()
             targets = []
-            for fd in sorted(extra):
+            for fd in sorted(self._extra_fds()):
                 try:
-                    targets.append(os.readlink(f"/proc/self/fd/{fd}"))
+                    targets.append(f"{fd} -> {os.readlink(f'/proc/self/fd/{fd}')}")
                 except OSError:
-                    pass
-            _fail(f"file descriptors left open: {targets or sorted(extra)}")
+                    pass  # closed since the listing (late, but not left open)
+            if targets:
+                _fail(f"file descriptors left open: {targets}")
 
     def _extra_threads(self):
         return [t for t in threading.enumerate() if t not in self.threads and t.is_alive()]
