@@ -75,7 +75,6 @@ def test_an_interrupt_dropped_inside_a_gc_callback_is_raised_again():
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline:
                 time.sleep(0.05)
-        interrupt.taken.set()
     finally:
         interrupt.taken.set()
         gc.callbacks.remove(in_gc)

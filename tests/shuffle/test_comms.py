@@ -51,10 +51,6 @@ class _Loop:
         fn() if self._at_once else self._loop.call_soon(fn)
 
 
-def _run(coro_fn):
-    return asyncio.run(coro_fn())
-
-
 def test_a_send_cancelled_before_it_starts_gives_its_bytes_back():
     async def main():
         worker = _Worker(asyncio.get_running_loop(), at_once=True)
@@ -69,7 +65,7 @@ def test_a_send_cancelled_before_it_starts_gives_its_bytes_back():
         assert worker.calls == 0, "the interleaving was not forced: the send started"
         assert comms.in_flight == 0
 
-    _run(main)
+    asyncio.run(main())
 
 
 def test_a_send_cancelled_in_flight_gives_its_bytes_back_and_wakes_a_waiting_sender():
@@ -90,4 +86,4 @@ def test_a_send_cancelled_in_flight_gives_its_bytes_back_and_wakes_a_waiting_sen
         with pytest.raises(ShuffleError, match="it left"):
             await comms._flush(first)
 
-    _run(main)
+    asyncio.run(main())
