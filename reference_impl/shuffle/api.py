@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+import dask.config
 import distributed
 from distributed import Client, Future
 
@@ -19,7 +20,8 @@ from reference_impl.registration import register
 
 from . import plan as planning
 from .barrier import barrier
-from .coordinator import REGISTER_OP, ShuffleSchedulerPlugin
+from .coordinator import MAX_RESTARTS, ShuffleSchedulerPlugin
+from .messages import REGISTER_OP
 from .plugin import EXTENSION, ShuffleWorkerPlugin
 from .spec import ShuffleSpec
 from .transfer import transfer
@@ -77,9 +79,11 @@ def shuffle(
     the key columns ``on`` into ``npartitions`` Tables; output ``i`` is at index ``i``.
 
     Equal keys (nulls, NaNs and -0.0 included) land in the same output; rows keep
-    their input order within an output; each output's worker is fixed by the
-    sorted worker list. Bad input raises here, before any data moves. A worker
-    lost mid-shuffle makes the outputs raise a ShuffleError naming phase and worker.
+    their input order within an output; each run places the outputs over the sorted
+    workers it starts on. Bad input raises here, before any data moves. A worker lost
+    mid-shuffle restarts it on the workers left (``reference-impl.shuffle.max-restarts``
+    times at most); past that, or when an input lived only on that worker (scattered to
+    it), the outputs raise a ShuffleError naming the phase and every lost worker.
     """
     futures = _as_futures(client, inputs)
     try:
@@ -94,8 +98,6 @@ def shuffle(
         # futures, or the client would keep them (and their data) for good.
         inputs = futures = None  # noqa: F841
         raise
-    placement = planning.place(npartitions, workers)
-
     shuffle_id = f"devshuffle-{uuid.uuid4().hex[:16]}"
     holders = client.who_has(futures)
     by_worker: dict[str, list[int]] = {}
@@ -104,19 +106,23 @@ def shuffle(
         where = next((w for w in holding if w in workers), None) or workers[i % len(workers)]
         by_worker.setdefault(where, []).append(i)
 
-    spec = ShuffleSpec(shuffle_id, tuple(keys), npartitions, tuple(placement), schema)
+    spec = ShuffleSpec(shuffle_id, tuple(keys), npartitions, schema)
     transfer_keys = {w: f"{shuffle_id}-transfer-{n}" for n, w in enumerate(sorted(by_worker))}
     barrier_key = f"{shuffle_id}-barrier"
     unpack_keys = [f"{shuffle_id}-unpack-{i}" for i in range(npartitions)]
-    participants = sorted(set(workers))
     client.sync(
         getattr(client.scheduler, REGISTER_OP),
         shuffle_id=shuffle_id,
-        workers=participants,
+        npartitions=npartitions,
         barrier=barrier_key,
-        keys=[*transfer_keys.values(), *unpack_keys],
+        transfers=list(transfer_keys.values()),
+        unpacks=unpack_keys,
         client=client.id,
+        max_restarts=max_restarts(),
     )
+    # Each transfer where its inputs are, but not pinned there: after a worker left, its
+    # inputs are computed again elsewhere and so is its transfer. Each unpack runs where
+    # the coordinator's run placed its output (it restricts them when a run starts).
     transfers = [
         client.submit(
             transfer,
@@ -125,25 +131,24 @@ def shuffle(
             *[futures[i] for i in indices],
             key=transfer_keys[w],
             workers=[w],
-            allow_other_workers=False,
+            allow_other_workers=True,
             pure=False,
         )
         for w, indices in sorted(by_worker.items())
     ]
     done = client.submit(barrier, spec, *transfers, key=barrier_key, pure=False)
     del transfers
-    return [
-        client.submit(
-            unpack,
-            done,
-            i,
-            key=unpack_keys[i],
-            workers=[placement[i]],
-            allow_other_workers=False,
-            pure=False,
+    return [client.submit(unpack, done, i, key=unpack_keys[i], pure=False) for i in range(npartitions)]
+
+
+def max_restarts() -> int:
+    """``reference-impl.shuffle.max-restarts`` (restarts after lost workers), checked."""
+    value = dask.config.get("reference-impl.shuffle.max-restarts", MAX_RESTARTS)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(
+            f"reference-impl.shuffle.max-restarts must be an int >= 0, got {value!r}"
         )
-        for i in range(npartitions)
-    ]
+    return value
 
 
 def _frame_to_table(df: Any) -> Any:

@@ -17,7 +17,7 @@ from typing import Any
 import distributed
 from distributed.utils import sync
 
-from .errors import ShuffleClosedError, ShuffleError
+from .errors import PeerLost, RunSuperseded, ShuffleClosedError, ShuffleError
 from .run import ShuffleRun
 
 RECEIVE_OP = "device_shuffle_receive"
@@ -88,12 +88,14 @@ class Comms:
 
         try:
             answer = await getattr(self.worker.rpc(address), RECEIVE_OP)(
-                shuffle_id=run.id, source=source, shards=to_serialize(batch)
+                shuffle_id=run.id, run_id=run.run_id, source=source, shards=to_serialize(batch)
             )
         except (OSError, distributed.comm.CommClosedError) as exc:
-            raise ShuffleError(
+            raise PeerLost(
                 run.id, "transfer", address, f"sending shards to it failed: {exc!r}"
             ) from exc
+        if answer == "superseded":
+            raise RunSuperseded(run.id, "transfer", address, f"run {run.run_id} was replaced there")
         if answer != "OK":
             raise ShuffleClosedError(run.id, "transfer", address, f"the shuffle is {answer} there")
 

@@ -1,47 +1,88 @@
-"""The scheduler side: turn a lost worker into a ShuffleError, and clean up.
+"""The scheduler side: every run of each shuffle, a restart when a worker leaves, clean-up.
 
-``ShuffleSchedulerPlugin`` knows each active shuffle's tasks and workers
-(``device_shuffle_register``, called by :func:`~reference_impl.shuffle.shuffle`
-before it submits them). Its transfer and unpack tasks are pinned to their
-workers, so when one of those workers dies they could wait forever in
-``no-worker``; the plugin errs them with a :class:`ShuffleError` naming the
-phase the shuffle was in and the worker, which the output futures then raise.
-During transfer it also tells the other workers to stop (their sends to the
-dead worker would only wait for a connect timeout).
+``ShuffleSchedulerPlugin`` knows each shuffle's tasks (``device_shuffle_register``, called
+by :func:`~reference_impl.shuffle.shuffle` before it submits them) and owns its runs. The
+first transfer to ask (``device_shuffle_get_run``) starts a run: an id, the workers
+running now, where each output goes (the unpack tasks are restricted to those workers)
+and which outputs it builds (those not already in memory).
 
-When the barrier task is released, forgotten or erred (the shuffle finished,
-failed, or the client cancelled its outputs), every participating worker is
-told to drop that shuffle's state. A client that dies between registering a
-shuffle and submitting its barrier (its last messages never sent) leaves no
-barrier to watch: then the shuffle is dropped when one of its tasks is forgotten
+When a worker of the current run leaves the cluster, the run ends: the workers left drop
+its shards and files, and the transfers, the barrier and every output not in memory are
+released, so dask computes them again (the inputs from their lineage) in a new run on the
+workers there are then. Anything of the old run that arrives later is refused by its run
+id. A run ends with an error instead when an input lived only on the lost worker and
+cannot be computed again (data scattered to it), or when losses exhaust
+``reference-impl.shuffle.max-restarts``: the :class:`ShuffleError` names every loss in order.
+
+The barrier confirms that every transfer ran in the current run (``device_shuffle_barrier``;
+a transfer released by a restart while it ran can report the old run's result), and an
+unpack handed a stale barrier result asks for a restart (``device_shuffle_restart``); such
+restarts are not losses, and are bounded too. When the barrier is released (the outputs are
+built, or the client let go of them) the run is closed on its workers; when it is forgotten,
+the shuffle is. A client that dies between registering a shuffle and submitting its barrier
+leaves no barrier to watch: then the shuffle is dropped when one of its tasks is forgotten
 while the barrier does not exist, or when that client leaves with none of them.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from distributed.core import Status
 from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.protocol import pickle
 
 from .errors import ShuffleError
-from .plugin import CLOSE_OP, FAIL_OP
+from .messages import BARRIER_OP, CLOSE_OP, GET_RUN_OP, REGISTER_OP, RESTART_OP
+from .plan import place
 
 logger = logging.getLogger(__name__)
-REGISTER_OP = "device_shuffle_register"
+MAX_RESTARTS = 3  # config reference-impl.shuffle.max-restarts (as distributed's allowed-failures)
+MAX_STALE_RESTARTS = 10  # restarts for stale results, per shuffle; past it, an error
+_LIVE = (Status.running, Status.paused)
 
 
 @dataclass
-class ActiveShuffle:
+class Run:
+    """One attempt at a shuffle, on the workers there were when it started."""
+
+    id: int
+    placement: tuple[str, ...]
+    wanted: frozenset[int]
+    workers: set[str]  # the placement's and every worker that joined it to send
+
+    def answer(self) -> dict:
+        return {"status": "OK", "run_id": self.id, "placement": list(self.placement), "wanted": sorted(self.wanted)}
+
+
+@dataclass
+class ShuffleRecord:
     id: str
-    workers: set[str]
+    npartitions: int
     barrier: str
-    keys: set[str]
+    transfers: list[str]
+    unpacks: list[str]
     client: str | None = None
+    max_restarts: int = MAX_RESTARTS
+    run: Run | None = None
+    last_run_id: int = 0
+    barrier_run_id: int | None = None  # the run the barrier confirmed last
     phase: str = "transfer"
-    lost: dict[str, str] = field(default_factory=dict)  # worker -> phase it was lost in
+    losses: list[tuple[str, str, int]] = field(default_factory=list)  # (worker, phase, run id)
+    stale_restarts: int = 0
+    ever: set[str] = field(default_factory=set)  # every worker that took part in a run
+    failure: ShuffleError | None = None
+    ended: bool = False  # its barrier was released or erred (a lost output starts a run again)
+
+    @property
+    def keys(self) -> set[str]:
+        return {*self.transfers, *self.unpacks, self.barrier}
+
+    def losses_text(self) -> str:
+        return "; ".join(f"worker {w} left the cluster during {p} (run {r})" for w, p, r in self.losses)
 
 
 class ShuffleSchedulerPlugin(SchedulerPlugin):
@@ -50,114 +91,336 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
 
     def __init__(self) -> None:
         self.scheduler: Any = None
-        self.active: dict[str, ActiveShuffle] = {}
+        self.shuffles: dict[str, ShuffleRecord] = {}  # until the barrier is forgotten
         self.by_key: dict[str, str] = {}
-        # Outputs of finished shuffles, until forgotten: one lost with its worker would be
-        # recomputed on that (gone) worker and wait forever; it is erred instead.
-        self.finished: dict[str, str] = {}  # key -> shuffle id
+        self._restarting: set[str] = set()  # shuffles whose tasks this plugin is releasing
+        self._pending: set[str] = set()  # shuffles to restart once a worker's removal is done
+
+    @property
+    def active(self) -> dict[str, ShuffleRecord]:
+        """The shuffles whose outputs are not all built: registered, or in a run."""
+        return {sid: s for sid, s in self.shuffles.items() if not s.ended}
 
     async def start(self, scheduler: Any) -> None:
         self.scheduler = scheduler
-        scheduler.handlers[REGISTER_OP] = self.register
+        scheduler.handlers.update(
+            {
+                REGISTER_OP: self.register,
+                GET_RUN_OP: self.get_run,
+                BARRIER_OP: self.confirm_barrier,
+                RESTART_OP: self.restart_stale,
+            }
+        )
 
     async def close(self) -> None:
         if self.scheduler is not None:
-            self.scheduler.handlers.pop(REGISTER_OP, None)
+            for op in (REGISTER_OP, GET_RUN_OP, BARRIER_OP, RESTART_OP):
+                self.scheduler.handlers.pop(op, None)
 
+    # --- handlers ---------------------------------------------------------------------
     def register(
-        self, shuffle_id: str, workers: list[str], barrier: str, keys: list[str], client: str | None = None
+        self,
+        shuffle_id: str,
+        npartitions: int,
+        barrier: str,
+        transfers: list[str],
+        unpacks: list[str],
+        client: str | None = None,
+        max_restarts: int = MAX_RESTARTS,
     ) -> str:
-        shuffle = ActiveShuffle(shuffle_id, set(workers), barrier, set(keys) | {barrier}, client)
-        self.active[shuffle_id] = shuffle
+        shuffle = ShuffleRecord(
+            shuffle_id, npartitions, barrier, list(transfers), list(unpacks), client, int(max_restarts)
+        )
+        self.shuffles[shuffle_id] = shuffle
         for key in shuffle.keys:
             self.by_key[key] = shuffle_id
         return "OK"
 
+    def get_run(self, shuffle_id: str, worker: str) -> dict:
+        """A transfer joins the current run (one is started if there is none)."""
+        shuffle = self.shuffles.get(shuffle_id)
+        refused = self._refusal(shuffle_id, shuffle)
+        if refused is not None:
+            return refused
+        assert shuffle is not None
+        if shuffle.run is None:
+            self._start_run(shuffle)
+        assert shuffle.run is not None
+        shuffle.run.workers.add(worker)
+        shuffle.ever.add(worker)
+        return shuffle.run.answer()
+
+    def confirm_barrier(self, shuffle_id: str, run_ids: list[int]) -> dict:
+        """Every transfer ran in the current run: the barrier's run. Else, a restart."""
+        shuffle = self.shuffles.get(shuffle_id)
+        refused = self._refusal(shuffle_id, shuffle)
+        if refused is not None:
+            return refused
+        assert shuffle is not None
+        run = shuffle.run
+        if run is None or list(run_ids) != [run.id]:
+            now = run.id if run is not None else "none"
+            self._restart(shuffle, f"transfers of runs {list(run_ids)} met the barrier (current run: {now})")
+            return {"status": "restarted"}
+        shuffle.barrier_run_id = run.id
+        shuffle.phase = "unpack"
+        return run.answer()
+
+    def restart_stale(self, shuffle_id: str, run_id: int, reason: str) -> dict:
+        """An unpack was handed run ``run_id``'s barrier result, which cannot serve it: if
+        that result is still the barrier's (a barrier released by a restart while it ran
+        reports the old run), start again; otherwise a restart already released it."""
+        shuffle = self.shuffles.get(shuffle_id)
+        if shuffle is None or shuffle.failure is not None:
+            return {"status": "closed", "reason": "the shuffle ended"}
+        ts = self.scheduler.tasks.get(shuffle.barrier)
+        if ts is not None and ts.state == "memory" and shuffle.barrier_run_id == run_id:
+            self._restart(shuffle, f"an unpack was handed run {run_id}: {reason}")
+        return {"status": "restarted"}
+
+    def _refusal(self, shuffle_id: str, shuffle: ShuffleRecord | None) -> dict | None:
+        if shuffle is None:
+            return {"status": "closed", "reason": f"the shuffle {shuffle_id} ended (its outputs were released)"}
+        if shuffle.failure is not None:
+            exc = shuffle.failure
+            return {"status": "failed", "reason": exc.reason, "phase": exc.phase, "worker": exc.worker}
+        return None
+
+    # --- runs -------------------------------------------------------------------------
+    def _start_run(self, shuffle: ShuffleRecord) -> None:
+        tasks = self.scheduler.tasks
+        workers = sorted(a for a, ws in self.scheduler.workers.items() if ws.status in _LIVE)
+        workers = workers or sorted(self.scheduler.workers)
+        placement = tuple(place(shuffle.npartitions, workers))
+        kept = {
+            i for i, key in enumerate(shuffle.unpacks)
+            if (ts := tasks.get(key)) is not None and ts.state == "memory" and ts.who_has
+        }  # fmt: skip
+        shuffle.last_run_id += 1
+        shuffle.run = Run(
+            shuffle.last_run_id, placement, frozenset(range(shuffle.npartitions)) - kept, set(placement)
+        )
+        shuffle.ever.update(placement)
+        shuffle.phase = "transfer"
+        shuffle.ended = False
+        for key in shuffle.unpacks:
+            self._restrict(shuffle, key)
+
+    def _restrict(self, shuffle: ShuffleRecord, key: str) -> None:
+        """An output's unpack runs where the current run sends its shards."""
+        ts = self.scheduler.tasks.get(key)
+        run = shuffle.run
+        if ts is None or run is None or ts.state == "memory":
+            return
+        ts.worker_restrictions = {run.placement[shuffle.unpacks.index(key)]}
+        ts.loose_restrictions = False
+
+    def _restart(self, shuffle: ShuffleRecord, reason: str, *, lost: bool = False) -> None:
+        """End the current run and compute its tasks again (those it still needs)."""
+        if not lost:
+            shuffle.stale_restarts += 1
+            if shuffle.stale_restarts > MAX_STALE_RESTARTS:
+                self._fail(shuffle, ShuffleError(
+                    shuffle.id, shuffle.phase, None,
+                    f"{MAX_STALE_RESTARTS} restarts for stale results did not settle it; last: {reason}",
+                ), "device-shuffle-stale")  # fmt: skip
+                return
+        old, shuffle.run = shuffle.run, None
+        if old is not None:
+            self._close_on(old.workers, shuffle.id, old.id, f"run {old.id} was restarted: {reason}", superseded=True)
+        logger.warning("shuffle %s restarts: %s", shuffle.id, reason)
+        recs = self._restart_recommendations(shuffle)
+        stimulus = f"device-shuffle-restart-{shuffle.id}-{shuffle.last_run_id}"
+        self._restarting.add(shuffle.id)
+        try:
+            self.scheduler.transitions(recs, stimulus_id=stimulus)
+        finally:
+            self._restarting.discard(shuffle.id)
+        self.scheduler.stimulus_queue_slots_maybe_opened(stimulus_id=stimulus)
+
+    def _restart_recommendations(self, shuffle: ShuffleRecord) -> dict[str, str]:
+        """Release the transfers, the barrier and every output not in memory (as P2P
+        does, but the outputs already built stay: a new run would build the same rows)."""
+        tasks = self.scheduler.tasks
+        recs: dict[str, str] = {}
+        for key in (*shuffle.unpacks, shuffle.barrier, *shuffle.transfers):
+            ts = tasks.get(key)
+            if ts is None or ts.state in ("released", "forgotten"):
+                continue
+            if ts.state == "erred":
+                return {}  # the shuffle failed: nothing to run again
+            if key in shuffle.unpacks and ts.state in ("memory", "waiting"):
+                continue
+            recs[key] = "released"
+        return recs
+
+    # --- losing a worker ------------------------------------------------------------------
+    def log_event(self, topic: str, msg: Any) -> None:
+        """A worker is being removed, before its tasks are transitioned: decide here, while
+        data scattered only to it is still known (the removal forgets it, and with it every
+        task that needs it, which the client would see as 'lost dependencies')."""
+        if topic != "all" or not isinstance(msg, dict) or msg.get("action") != "remove-worker":
+            return
+        worker = msg["worker"]
+        stimulus = msg.get("stimulus_id", "device-shuffle-remove-worker")
+        scattered = {str(k) for k in msg.get("lost-scattered-tasks", ())}
+        for shuffle in list(self.shuffles.values()):
+            if shuffle.failure is None:
+                self._lose(shuffle, worker, scattered, stimulus)
+
+    def _lose(self, shuffle: ShuffleRecord, worker: str, scattered: set[str], stimulus: str) -> None:
+        run = shuffle.run
+        involved = run is not None and worker in run.workers
+        tasks = self.scheduler.tasks
+        outputs_lost = any(
+            (ts := tasks.get(k)) is not None and ts.state == "memory" and not ts.who_has
+            for k in shuffle.unpacks
+        )
+        if not (involved or outputs_lost):
+            return
+        phase = shuffle.phase if involved else "unpack"
+        if involved:
+            assert run is not None
+            shuffle.losses.append((worker, shuffle.phase, run.id))
+        missing = self._lost_inputs(shuffle, scattered)
+        if missing:
+            exc = ShuffleError(
+                shuffle.id, phase, worker,
+                f"input{'s' if len(missing) > 1 else ''} {', '.join(missing)} lived only on the worker "
+                "that left and cannot be computed again (data scattered to it); scatter inputs "
+                "to several workers, or pass a dask collection",
+            )  # fmt: skip
+            self._fail(shuffle, exc, stimulus)
+        elif involved and len(shuffle.losses) > shuffle.max_restarts:
+            exc = ShuffleError(
+                shuffle.id, phase, worker,
+                f"{shuffle.losses_text()}; no restart left (reference-impl.shuffle.max-restarts "
+                f"is {shuffle.max_restarts})",
+            )  # fmt: skip
+            self._fail(shuffle, exc, stimulus)
+        elif involved:
+            self._pending.add(shuffle.id)
+
+    def _lost_inputs(self, shuffle: ShuffleRecord, scattered: set[str]) -> list[str]:
+        """The scattered keys a new run would need (the transfers' inputs, through the
+        tasks that would have to run again) that are lost."""
+        tasks = self.scheduler.tasks
+        missing: set[str] = set()
+        seen: set[str] = set()
+        stack = [tasks[k] for k in shuffle.transfers if k in tasks]
+        while stack:
+            for dts in stack.pop().dependencies:
+                key = str(dts.key)
+                if key in seen:
+                    continue
+                seen.add(key)
+                if key in scattered:
+                    missing.add(key)
+                elif not (dts.state == "memory" and dts.who_has):
+                    stack.append(dts)
+        return sorted(missing)
+
+    def remove_worker(self, scheduler: Any, worker: str, *, stimulus_id: str, **kwargs: Any) -> None:
+        """After the removal's own transitions: restart the shuffles it ended."""
+        pending, self._pending = self._pending, set()
+        for sid in sorted(pending):
+            shuffle = self.shuffles.get(sid)
+            if shuffle is not None and shuffle.failure is None:
+                w, phase, run_id = shuffle.losses[-1]
+                self._restart(shuffle, f"worker {w} left the cluster during {phase} (run {run_id})", lost=True)
+
+    # --- ending ---------------------------------------------------------------------------
     def transition(
         self, key: Any, start: str, finish: str, *args: Any, stimulus_id: str, **kwargs: Any
     ) -> None:
         sid = self.by_key.get(key)
-        shuffle = self.active.get(sid) if sid is not None else None
+        shuffle = self.shuffles.get(sid) if sid is not None else None
         if shuffle is None:
-            done = self.finished.get(key)
-            if done is not None and finish == "forgotten":
-                del self.finished[key]
-            elif done is not None and finish == "no-worker":
-                self.scheduler.loop.add_callback(self._fail_lost_output, key, done, stimulus_id)
             return
+        loop = self.scheduler.loop
         if key == shuffle.barrier:
-            if finish == "memory":
-                shuffle.phase = "unpack"
-            elif finish in ("released", "forgotten", "erred"):
-                # After this transition (and a worker removal that caused it) completes,
-                # so the reason can name a lost worker.
-                self.scheduler.loop.add_callback(self._finish, sid, f"its barrier was {finish}")
+            if finish == "forgotten":
+                loop.add_callback(self._forget, sid, "its outputs were released")
+            elif finish in ("released", "erred") and sid not in self._restarting:
+                # After this transition (and a worker removal that caused it) completes.
+                loop.add_callback(self._end_run, sid, f"its barrier was {finish}")
+        elif finish == "waiting" and key in shuffle.unpacks:
+            self._restrict(shuffle, key)  # submitted after the run started
         elif finish == "forgotten" and shuffle.barrier not in self.scheduler.tasks:
             # Released before its barrier was ever submitted: the client is gone (or
             # cancelled), and no barrier transition will come to end the shuffle.
-            self.scheduler.loop.add_callback(self._finish, sid, f"{key} was released before the barrier existed")
-        elif finish == "no-worker" and shuffle.lost:
+            loop.add_callback(self._forget, sid, f"{key} was released before the barrier existed")
+        elif finish == "no-worker":
             # Not from inside a transition: err it right after this one completes.
-            self.scheduler.loop.add_callback(self._fail_unrunnable, sid, stimulus_id)
+            loop.add_callback(self._fail_unrunnable, sid, stimulus_id)
 
     def remove_client(self, scheduler: Any, client: str) -> None:
         """A client that registered a shuffle and left before any of its tasks reached the
         scheduler: nothing else would ever end that shuffle."""
-        for shuffle in list(self.active.values()):
+        for shuffle in list(self.shuffles.values()):
             if shuffle.client == client and not any(k in scheduler.tasks for k in shuffle.keys):
-                self._finish(shuffle.id, f"its client {client} left before submitting it")
+                self._forget(shuffle.id, f"its client {client} left before submitting it")
 
-    def remove_worker(self, scheduler: Any, worker: str, *, stimulus_id: str, **kwargs: Any) -> None:
-        for shuffle in list(self.active.values()):
-            if worker not in shuffle.workers or worker in shuffle.lost:
-                continue
-            shuffle.lost[worker] = shuffle.phase
-            if shuffle.phase == "transfer":
-                reason = "a worker of the shuffle left the cluster during transfer"
-                msgs = {
-                    w: [
-                        {
-                            "op": FAIL_OP,
-                            "shuffle_id": shuffle.id,
-                            "phase": "transfer",
-                            "worker": worker,
-                            "reason": reason,
-                        }
-                    ]
-                    for w in shuffle.workers
-                    if w != worker and w in scheduler.workers
-                }
-                scheduler.send_all({}, msgs)
-            self._fail_unrunnable(shuffle.id, stimulus_id)
+    def _end_run(self, shuffle_id: str, reason: str) -> None:
+        """The barrier was released or erred: the run's workers drop its state, unless the
+        barrier is needed again (then the run goes on)."""
+        shuffle = self.shuffles.get(shuffle_id)
+        if shuffle is None:
+            return
+        ts = self.scheduler.tasks.get(shuffle.barrier)
+        if ts is not None and ts.state not in ("released", "erred", "forgotten"):
+            return
+        run, shuffle.run = shuffle.run, None
+        shuffle.ended = True
+        if ts is not None and ts.state == "erred":
+            self._close_on(shuffle.ever, shuffle.id, None, reason)
+        elif run is not None:
+            self._close_on(run.workers, shuffle.id, run.id, reason)
+
+    def _forget(self, shuffle_id: str, reason: str) -> None:
+        shuffle = self.shuffles.pop(shuffle_id, None)
+        if shuffle is None:
+            return
+        for key in shuffle.keys:
+            self.by_key.pop(key, None)
+        if shuffle.losses:
+            reason += "; " + shuffle.losses_text()
+        worker, phase = (shuffle.losses[-1][:2]) if shuffle.losses else (None, None)
+        self._close_on(shuffle.ever, shuffle.id, None, reason, phase=phase, worker=worker)
+
+    def _fail(self, shuffle: ShuffleRecord, exc: ShuffleError, stimulus_id: str) -> None:
+        """End the shuffle with ``exc``: its barrier (or, once it ran, every output not
+        built) errs with it, and every worker drops the shuffle."""
+        shuffle.failure = exc
+        shuffle.run = None
+        self._pending.discard(shuffle.id)
+        tasks = self.scheduler.tasks
+        ts = tasks.get(shuffle.barrier)
+        if ts is not None and ts.state not in ("memory", "erred", "forgotten"):
+            self._err(ts, exc, stimulus_id)
+        else:
+            for key in shuffle.unpacks:
+                uts = tasks.get(key)
+                if uts is not None and uts.state not in ("erred", "forgotten") and not (
+                    uts.state == "memory" and uts.who_has
+                ):
+                    self._err(uts, exc, stimulus_id)
+        self._close_on(shuffle.ever, shuffle.id, None, exc.reason, phase=exc.phase, worker=exc.worker)
 
     def _fail_unrunnable(self, shuffle_id: str, stimulus_id: str) -> None:
-        """Err this shuffle's tasks that wait for a worker that is gone."""
-        shuffle = self.active.get(shuffle_id)
-        if shuffle is None or not shuffle.lost:
+        """An output that waits for a worker that is gone (a safety net: a restart moves
+        every output it needs): err it, never wait forever."""
+        shuffle = self.shuffles.get(shuffle_id)
+        if shuffle is None:
             return
-        scheduler = self.scheduler
-        worker, phase = next(iter(shuffle.lost.items()))
-        stuck = [ts for ts in list(scheduler.unrunnable) if ts.key in shuffle.keys]
-        for ts in stuck:
-            if ts.state != "no-worker":
+        for ts in [ts for ts in list(self.scheduler.unrunnable) if ts.key in shuffle.keys]:
+            if ts.state != "no-worker" or not ts.worker_restrictions:
                 continue
-            exc = ShuffleError(
-                shuffle_id, phase, worker, f"the worker left the cluster; {ts.key} was pinned to it"
-            )
-            self._err(ts, exc, stimulus_id)
-
-    def _fail_lost_output(self, key: str, shuffle_id: str, stimulus_id: str) -> None:
-        """A task of a finished shuffle is needed again (an output was lost with its
-        worker) and can run only on a worker that is gone: err it, never wait forever."""
-        ts = self.scheduler.tasks.get(key)
-        if ts is None or ts.state != "no-worker":
-            return
-        (worker,) = ts.worker_restrictions or {None}
-        self._err(ts, ShuffleError(
-            shuffle_id, "unpack", worker,
-            f"an output was lost with its worker after the shuffle finished, and {key} that "
-            "would recompute it can run only there; run the shuffle again",
-        ), stimulus_id)  # fmt: skip
+            gone = sorted(set(ts.worker_restrictions) - set(self.scheduler.workers))
+            if gone:
+                self._err(ts, ShuffleError(
+                    shuffle_id, shuffle.phase, gone[0], f"the worker left the cluster; {ts.key} was pinned to it"
+                ), stimulus_id)  # fmt: skip
 
     def _err(self, ts: Any, exc: ShuffleError, stimulus_id: str) -> None:
         stimulus = f"{stimulus_id}-device-shuffle"
@@ -171,33 +434,26 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
         )
         self.scheduler.transitions(recs, stimulus_id=stimulus)
 
-    def _finish(self, shuffle_id: str, reason: str) -> None:
-        shuffle = self.active.pop(shuffle_id, None)
-        if shuffle is None:
-            return
-        if shuffle.lost:
-            reason += "; " + ", ".join(
-                f"worker {w} left the cluster during {phase}" for w, phase in shuffle.lost.items()
-            )
-        for key in shuffle.keys:
-            self.by_key.pop(key, None)
-            ts = self.scheduler.tasks.get(key)
-            # Every task of the run, released ones too: an output lost after the shuffle
-            # is recomputed through its barrier and the transfers, pinned to their workers.
-            if ts is not None and ts.state != "forgotten":
-                self.finished[key] = shuffle_id
-        lost_worker, lost_phase = next(iter(shuffle.lost.items()), (None, None))
-        msgs = {
-            w: [
-                {
-                    "op": CLOSE_OP,
-                    "shuffle_id": shuffle.id,
-                    "reason": reason,
-                    "phase": lost_phase,
-                    "worker": lost_worker,
-                }
-            ]
-            for w in shuffle.workers
-            if w in self.scheduler.workers
+    def _close_on(
+        self,
+        workers: Iterable[str],
+        shuffle_id: str,
+        run_id: int | None,
+        reason: str,
+        *,
+        superseded: bool = False,
+        phase: str | None = None,
+        worker: str | None = None,
+    ) -> None:
+        """Tell ``workers`` (those still here) to drop runs up to ``run_id`` (None: all)."""
+        msg = {
+            "op": CLOSE_OP,
+            "shuffle_id": shuffle_id,
+            "run_id": run_id,
+            "reason": reason,
+            "phase": phase,
+            "worker": worker,
+            "superseded": superseded,
         }
-        self.scheduler.send_all({}, msgs)
+        live: Collection[str] = self.scheduler.workers
+        self.scheduler.send_all({}, {w: [dict(msg)] for w in sorted(set(workers)) if w in live})

@@ -34,3 +34,13 @@ class ShuffleError(RuntimeError):
 
 class ShuffleClosedError(ShuffleError):
     """The shuffle was already cleaned up on this worker (finished, failed or cancelled)."""
+
+
+class RunSuperseded(ShuffleClosedError):
+    """This run of the shuffle was replaced by a newer one (a worker left): a task that
+    meets it is rescheduled, and runs again in the new run."""
+
+
+class PeerLost(ShuffleError):
+    """Shards could not reach a worker (``worker``): it may have left the cluster, in which
+    case the coordinator restarts the shuffle and the sender's task runs again."""

@@ -19,6 +19,7 @@ import os
 import threading
 import traceback
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 import dask.config
@@ -31,13 +32,12 @@ from reference_impl.store import ProxifyHostFile
 
 from .buffers import RunBuffers
 from .comms import RECEIVE_OP, Comms
-from .errors import ShuffleClosedError, ShuffleError
+from .errors import RunSuperseded, ShuffleClosedError, ShuffleError
 from .limiter import HOST_DEFAULT, HOST_FLOOR, DeviceRoom, HostBudget, return_freed_memory
+from .messages import CLOSE_OP
 from .run import ShuffleRun
 
 EXTENSION = "device_shuffle"
-CLOSE_OP = "device_shuffle_close"
-FAIL_OP = "device_shuffle_fail"
 MAX_IN_FLIGHT = 64 * 2**20  # per worker at most; config key reference-impl.shuffle.max-in-flight
 MIN_IN_FLIGHT = 2**20
 _CLOSED_REMEMBERED = 10_000
@@ -47,13 +47,39 @@ def _config_bytes(key: str, default: Any) -> int:
     return parse_bytes(dask.config.get(f"reference-impl.shuffle.{key}", default), what=key)
 
 
+@dataclass(frozen=True)
+class Closed:
+    """What a worker remembers of a shuffle's closed runs, to refuse what comes late."""
+
+    run_id: int | None  # runs up to this one are closed; None: every run (the shuffle ended)
+    reason: str = "the shuffle ended"
+    phase: str | None = None  # of the lost worker that ended it, if one did
+    worker: str | None = None
+    superseded: bool = False  # a newer run replaced it: the tasks that meet it run again
+
+    def covers(self, run_id: int) -> bool:
+        return self.run_id is None or run_id <= self.run_id
+
+    def merge(self, earlier: Closed | None) -> Closed:
+        """This close, over an earlier one of the same shuffle: the shuffle's end stays."""
+        if earlier is None:
+            return self
+        if earlier.run_id is None or (self.run_id is not None and self.run_id < earlier.run_id):
+            return earlier
+        return self
+
+    def error(self, shuffle_id: str, phase: str, me: str) -> ShuffleClosedError:
+        cls = RunSuperseded if self.superseded and self.run_id is not None else ShuffleClosedError
+        return cls(shuffle_id, self.phase or phase, self.worker or me, self.reason)
+
+
 class ShuffleExtension:
     """Installed on a worker by :class:`ShuffleWorkerPlugin` as ``worker.extensions[EXTENSION]``."""
 
     def __init__(self, worker: distributed.Worker) -> None:
         self.worker = worker
         self.runs: dict[str, ShuffleRun] = {}
-        self.closed: OrderedDict[str, tuple[str, str | None, str | None]] = OrderedDict()
+        self.closed: OrderedDict[str, Closed] = OrderedDict()
         self.comms = Comms(worker, self.max_in_flight)
         self.room = DeviceRoom(lambda: self.store)
         self.budget = HostBudget(
@@ -65,16 +91,11 @@ class ShuffleExtension:
         self._lock = threading.Lock()
         worker.handlers[RECEIVE_OP] = self.receive
         worker.stream_handlers[CLOSE_OP] = self.close_run
-        worker.stream_handlers[FAIL_OP] = self.fail_run
 
     def uninstall(self) -> None:
         for sid in list(self.runs):
-            self.close_run(sid, "the shuffle plugin was removed")
-        for table, op in (
-            (self.worker.handlers, RECEIVE_OP),
-            (self.worker.stream_handlers, CLOSE_OP),
-            (self.worker.stream_handlers, FAIL_OP),
-        ):
+            self.close_run(sid, None, "the shuffle plugin was removed")
+        for table, op in ((self.worker.handlers, RECEIVE_OP), (self.worker.stream_handlers, CLOSE_OP)):
             table.pop(op, None)
         self.worker.extensions.pop(EXTENSION, None)
 
@@ -116,62 +137,79 @@ class ShuffleExtension:
         return os.path.join(base, shuffle_id)
 
     # --- runs -------------------------------------------------------------------------
-    def get_run(self, shuffle_id: str, phase: str) -> ShuffleRun:
-        """This worker's state of ``shuffle_id``, made on first use; a closed id raises."""
+    def get_run(self, shuffle_id: str, run_id: int, phase: str) -> ShuffleRun:
+        """This worker's state of run ``run_id`` of ``shuffle_id``, made on first use.
+
+        A worker holds one run per shuffle: a newer run replaces an older one (its shards
+        and files go first), and a closed run, or one older than the newest seen, raises
+        (:class:`RunSuperseded` when a newer run replaced it)."""
+        me = self.worker.address
+        replaced = None
         with self._lock:
             closed = self.closed.get(shuffle_id)
-            if closed is not None:
-                reason, lost_phase, lost_worker = closed
-                raise ShuffleClosedError(
-                    shuffle_id, lost_phase or phase, lost_worker or self.worker.address, reason
-                )
+            if closed is not None and closed.covers(run_id):
+                raise closed.error(shuffle_id, phase, me)
             run = self.runs.get(shuffle_id)
+            if run is not None and run.run_id > run_id:
+                raise RunSuperseded(
+                    shuffle_id, phase, me, f"run {run_id} was replaced by run {run.run_id}"
+                )
+            if run is not None and run.run_id < run_id:
+                replaced = self.runs.pop(shuffle_id)
+                self._remember(shuffle_id, Closed(replaced.run_id, f"run {run_id} replaced it", superseded=True))
+                run = None
             if run is None:
-                me = self.worker.address
-                buffers = RunBuffers(shuffle_id, me, self.shard_directory(shuffle_id), self.budget)
-                run = self.runs[shuffle_id] = ShuffleRun(shuffle_id, me, buffers)
-            return run
+                directory = self.shard_directory(f"{shuffle_id}-run{run_id}")
+                buffers = RunBuffers(shuffle_id, me, directory, self.budget)
+                run = self.runs[shuffle_id] = ShuffleRun(shuffle_id, run_id, me, buffers)
+        if replaced is not None:
+            self._drop(replaced, self.closed[shuffle_id], collect=True)
+        return run
 
     def close_run(
         self,
         shuffle_id: str,
+        run_id: int | None = None,
         reason: str = "the shuffle ended",
         phase: str | None = None,
         worker: str | None = None,
+        superseded: bool = False,
         collect: bool = True,
     ) -> None:
-        """Forget ``shuffle_id``: drop its shards and files, stop its sends, and refuse
-        anything that still arrives for it. ``phase`` and ``worker`` name a lost worker
-        that ended the shuffle, for the errors raised here later. When it was the
-        worker's last run, the C allocator's free pages go back to the OS.
+        """Forget runs up to ``run_id`` of ``shuffle_id`` (every run: ``None``, the shuffle
+        ended): drop their shards and files, stop their sends, and refuse anything that
+        still arrives for them. ``phase`` and ``worker`` name a lost worker that ended
+        the shuffle, for the errors raised here later; ``superseded``: a newer run takes
+        over (tasks that meet the old one are rescheduled). When it was the worker's last
+        run, the C allocator's free pages go back to the OS.
 
         Unless the run ended in success (``collect=False``), a garbage collection
         follows: an exception that went through distributed's ``sync`` or an erred task
         sits in reference cycles with the frames of the tasks it passed, and those
         frames hold the inputs until a collection."""
+        closed = Closed(run_id, reason, phase, worker, superseded)
         with self._lock:
-            self.closed[shuffle_id] = (reason, phase, worker)
-            while len(self.closed) > _CLOSED_REMEMBERED:
-                self.closed.popitem(last=False)
-            run = self.runs.pop(shuffle_id, None)
-        if run is None:
-            return
-        run.close(ShuffleClosedError(shuffle_id, phase or "unpack", worker or run.worker, reason))
+            self._remember(shuffle_id, closed)
+            run = self.runs.get(shuffle_id)
+            if run is None or not closed.covers(run.run_id):
+                return
+            del self.runs[shuffle_id]
+        self._drop(run, closed, collect)
+
+    def _remember(self, shuffle_id: str, closed: Closed) -> None:
+        """Under the lock: what is closed of ``shuffle_id`` from now on."""
+        self.closed[shuffle_id] = closed.merge(self.closed.pop(shuffle_id, None))
+        while len(self.closed) > _CLOSED_REMEMBERED:
+            self.closed.popitem(last=False)
+
+    def _drop(self, run: ShuffleRun, closed: Closed, collect: bool) -> None:
+        run.close(closed.error(run.id, "unpack", run.worker))
         self.comms.cancel(run)
         last = not self.runs
         if collect or last:
             threading.Thread(
                 target=_after_close, args=(collect, last), name="device-shuffle-gc", daemon=True
             ).start()
-
-    def fail_run(self, shuffle_id: str, phase: str, worker: str | None, reason: str) -> None:
-        """The scheduler says the shuffle failed (a worker left): stop work on it here."""
-        with self._lock:
-            run = self.runs.get(shuffle_id)
-        if run is None:
-            return
-        run.fail(ShuffleError(shuffle_id, phase, worker, reason))
-        self.comms.cancel(run)
 
     def failed(self, run: ShuffleRun, exc: Exception, phase: str = "transfer") -> ShuffleError:
         """``exc`` as the ShuffleError a task returns or raises, without a traceback; the
@@ -194,10 +232,14 @@ class ShuffleExtension:
             self.write_errors += run.buffers.write_errors - before
 
     # --- receiving ------------------------------------------------------------------------
-    async def receive(self, shuffle_id: str, source: tuple[int, int], shards: Any) -> str:
+    async def receive(
+        self, shuffle_id: str, run_id: int, source: tuple[int, int], shards: Any
+    ) -> str:
         """RPC handler: packed shards of one input chunk for this worker's outputs."""
         try:
-            run = self.get_run(shuffle_id, "transfer")
+            run = self.get_run(shuffle_id, run_id, "transfer")
+        except RunSuperseded:
+            return "superseded"
         except ShuffleClosedError:
             return "closed"
         if run.failure is not None:

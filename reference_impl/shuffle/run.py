@@ -6,20 +6,22 @@ import asyncio
 import threading
 
 from .buffers import OutputBuffer, RunBuffers
-from .errors import ShuffleError
+from .errors import RunSuperseded, ShuffleError
 
 
 class ShuffleRun:
     """What one worker holds of one shuffle, from its first shard to its close."""
 
-    def __init__(self, shuffle_id: str, worker: str, buffers: RunBuffers) -> None:
+    def __init__(self, shuffle_id: str, run_id: int, worker: str, buffers: RunBuffers) -> None:
         self.id = shuffle_id
+        self.run_id = run_id
         self.worker = worker
         self.buffers = buffers
         self.lock = threading.Lock()
         self.unpacked: set[int] = set()
         self.failure: ShuffleError | None = None
         self.sends: list[asyncio.Task] = []
+        self.closed = threading.Event()  # set once the worker dropped the run
 
     def check(self) -> None:
         if self.failure is not None:
@@ -59,3 +61,10 @@ class ShuffleRun:
         """Fail the run (if it had not) and drop every shard and file it holds."""
         self.fail(exc)
         self.buffers.clear()
+        self.closed.set()
+
+    def superseded(self, wait: float = 0.0) -> bool:
+        """Whether a newer run replaced this one, waiting up to ``wait`` seconds for the
+        coordinator's word (a send to a worker that died fails before that word comes)."""
+        self.closed.wait(wait)
+        return isinstance(self.failure, RunSuperseded)

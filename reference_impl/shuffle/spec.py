@@ -1,4 +1,5 @@
-"""What every task of one shuffle needs: fixed before any data moves, then the rows."""
+"""What every task of one shuffle needs: the shuffle, fixed before any data moves, and
+the run (one attempt at it, started by the coordinator), then the rows."""
 
 from __future__ import annotations
 
@@ -8,22 +9,55 @@ from typing import Any
 
 @dataclass(frozen=True)
 class ShuffleSpec:
-    """One shuffle, as its transfer, barrier and unpack tasks see it.
-
-    Made by :func:`~reference_impl.shuffle.shuffle` once the inputs were checked; the
-    barrier returns a copy with ``rows`` (rows sent to each output), which unpack checks
-    against what it received, so a lost or duplicated shard is an error, never a result.
-    """
+    """One shuffle, as :func:`~reference_impl.shuffle.shuffle` fixed it once the inputs
+    were checked. Where its outputs go is not here: that is each run's (:class:`RunSpec`)."""
 
     id: str
     on: tuple[str, ...]
     npartitions: int
-    placement: tuple[str, ...]  # output i -> the worker that receives and unpacks it
     schema: Any  # pyarrow.Schema of every input and output
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of a shuffle: a worker that leaves mid-shuffle ends the run, and the
+    coordinator starts the next with a higher ``run_id`` on the workers left, so that
+    anything of the old run (a late shard, a stale result) is told from the new.
+
+    The barrier returns a copy with ``rows`` (rows sent to each output), which unpack
+    checks against what it received, so a lost or duplicated shard is an error, never a
+    result. ``wanted`` holds the outputs this run builds: those still in memory from an
+    earlier run are kept, never built again.
+    """
+
+    shuffle: ShuffleSpec
+    run_id: int
+    placement: tuple[str, ...]  # output i -> the worker that receives and unpacks it
+    wanted: frozenset[int]
     rows: tuple[int, ...] | None = None
 
-    def outputs_on(self, worker: str) -> list[int]:
-        return [i for i, w in enumerate(self.placement) if w == worker]
+    @property
+    def id(self) -> str:
+        return self.shuffle.id
 
-    def with_rows(self, rows: list[int]) -> ShuffleSpec:
+    @property
+    def npartitions(self) -> int:
+        return self.shuffle.npartitions
+
+    @property
+    def on(self) -> tuple[str, ...]:
+        return self.shuffle.on
+
+    @property
+    def schema(self) -> Any:
+        return self.shuffle.schema
+
+    def outputs_on(self, worker: str) -> list[int]:
+        return [i for i, w in enumerate(self.placement) if w == worker and i in self.wanted]
+
+    def with_rows(self, rows: list[int]) -> RunSpec:
         return replace(self, rows=tuple(rows))
+
+    @classmethod
+    def from_coordinator(cls, shuffle: ShuffleSpec, answer: dict) -> RunSpec:
+        return cls(shuffle, int(answer["run_id"]), tuple(answer["placement"]), frozenset(answer["wanted"]))

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import distributed
+from distributed.exceptions import Reschedule
 from distributed.protocol.serialize import dask_deserialize, dask_serialize
 
 from reference_impl.device.common import once
@@ -23,13 +24,15 @@ from reference_impl.store.proxy import unwrap
 from reference_impl.table import Table
 from reference_impl.table.partition import partition_grouped
 
-from .errors import ShuffleError
+from .errors import PeerLost, RunSuperseded, ShuffleError
+from .messages import GET_RUN_OP, ask, run_from
 from .packed import pack_grouped
 from .plugin import get_extension
-from .spec import ShuffleSpec
+from .spec import RunSpec, ShuffleSpec
 
 ROW_OVERHEAD = 8  # bytes a row the partition kernels add (int32 ids, scan scratch)
 CHUNK_BYTES = 64 * 2**20
+VERDICT_SECONDS = 10.0  # how long a failed send waits to learn whether its run was replaced
 
 
 class HostShards:
@@ -82,17 +85,23 @@ def chunk_rows(table: Table, limit: int | None) -> int:
 
 
 def transfer(spec: ShuffleSpec, indices: list[int], *inputs: Any) -> dict:
-    """Task: partition and send this worker's inputs; returns rows sent per output, or
-    the ShuffleError that stopped it (raised by the barrier)."""
+    """Task: partition and send this worker's inputs in the coordinator's current run;
+    returns the run id and rows sent per output, or the ShuffleError that stopped it
+    (raised by the barrier). A run replaced meanwhile (a worker left) reschedules it."""
     worker = distributed.get_worker()
     ext = get_extension(worker)
     me = worker.address
     try:
-        run = ext.get_run(spec.id, "transfer")
+        run_spec = run_from(spec, ask(worker, GET_RUN_OP, shuffle_id=spec.id, worker=me), "transfer", me)
+        assert run_spec is not None, "a run to join, or an error"
+        run = ext.get_run(spec.id, run_spec.run_id, "transfer")
+    except RunSuperseded:
+        raise Reschedule() from None
     except ShuffleError as exc:  # already closed here (cancelled, or its client died)
         return {"worker": me, "error": exc.copy()}
     rows = [0] * spec.npartitions
     store = ext.store
+    again = False
     try:
         for index, value in zip(indices, inputs, strict=True):
             run.check()
@@ -103,7 +112,7 @@ def transfer(spec: ShuffleSpec, indices: list[int], *inputs: Any) -> dict:
             step = chunk_rows(value, store.device_memory_limit if store is not None else None)
             # Read back only per chunk, so the store can really spill the input meanwhile.
             for chunk, start in enumerate(range(0, value.num_rows, step)):
-                _partition_and_send(ext, run, (index, chunk), value, start, start + step, spec, rows)
+                _partition_and_send(ext, run, (index, chunk), value, start, start + step, run_spec, rows)
         ext.comms.flush(run)
     except Exception as exc:
         # The exception can live on after this task: raised on the event loop (a send's
@@ -112,10 +121,15 @@ def transfer(spec: ShuffleSpec, indices: list[int], *inputs: Any) -> dict:
         # until a garbage collection: clear the finished frames, then drop the traceback.
         traceback.clear_frames(exc.__traceback__)
         exc.__traceback__ = None
-        # Returned, not raised: distributed keeps an erred task's traceback, whose frames
-        # hold every input of the task until a garbage collection.
-        return {"worker": me, "error": ext.failed(run, exc)}
-    return {"worker": me, "rows": rows}
+        # A worker that left fails the sends to it before the coordinator's restart comes.
+        again = run.superseded(VERDICT_SECONDS if isinstance(exc, PeerLost) else 0.0)
+        if not again:
+            # Returned, not raised: distributed keeps an erred task's traceback, whose
+            # frames hold every input of the task until a garbage collection.
+            return {"worker": me, "error": ext.failed(run, exc)}
+    if again:
+        raise Reschedule()
+    return {"worker": me, "run_id": run.run_id, "rows": rows}
 
 
 def _partition_and_send(
@@ -125,13 +139,13 @@ def _partition_and_send(
     value: Any,
     start: int,
     stop: int,
-    spec: ShuffleSpec,
+    spec: RunSpec,
     rows: list[int],
 ) -> None:
     """Partition rows ``start:stop`` of the input, pack the partitions to host (then let
     go of the input and the partitions), keep or send the shards. Room is made for the
     partitioned copy; the input itself is the store's (read back if it spilled)."""
-    npartitions, placement = spec.npartitions, spec.placement
+    npartitions, placement, wanted = spec.npartitions, spec.placement, spec.wanted
     me = ext.worker.address
     total = value.num_rows  # from the proxy's metadata: no unspill yet
     stop = min(stop, total)
@@ -146,6 +160,8 @@ def _partition_and_send(
         del grouped
     by_dest: dict[str, list[tuple[int, list[int], list[Any]]]] = {}
     for output, row, frames in packed:
+        if output not in wanted:  # still in memory from an earlier run
+            continue
         rows[output] += row[2]
         by_dest.setdefault(placement[output], []).append((output, row, frames))
     del packed

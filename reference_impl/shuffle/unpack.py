@@ -14,17 +14,23 @@ import traceback
 
 import distributed
 import numpy as np
+from distributed.exceptions import Reschedule
 
 from reference_impl.table import Table
 
-from .errors import ShuffleError
+from .errors import RunSuperseded, ShuffleError
+from .messages import RESTART_OP, ask
 from .packed import build, empty_table, latest, output_nbytes
 from .plugin import get_extension
-from .spec import ShuffleSpec
+from .spec import RunSpec
 
 
-def unpack(spec: ShuffleSpec, output: int) -> Table:
-    """Task: output partition ``output`` as one Table on this worker's device."""
+def unpack(spec: RunSpec, output: int) -> Table:
+    """Task: output partition ``output`` as one Table on this worker's device.
+
+    Handed a run that a newer one replaced (the barrier's result of a run that a lost
+    worker ended), it asks the coordinator to start again (if no restart released that
+    result already) and is rescheduled."""
     worker = distributed.get_worker()
     ext = get_extension(worker)
     me = worker.address
@@ -35,8 +41,13 @@ def unpack(spec: ShuffleSpec, output: int) -> Table:
         )
     assert spec.rows is not None, "unpack runs on the barrier's spec"
     expected = spec.rows[output]
-    run = ext.get_run(spec.id, "unpack")
-    buf = run.take(output)
+    try:
+        if output not in spec.wanted:  # the run kept it from an earlier run; it was lost since
+            raise RunSuperseded(spec.id, "unpack", me, f"run {spec.run_id} does not build output {output}")
+        run = ext.get_run(spec.id, spec.run_id, "unpack")
+        buf = run.take(output)
+    except RunSuperseded as exc:
+        _start_again(worker, spec, exc.reason)
     try:
         index = buf.rows() if buf is not None else np.zeros((0, 1), np.int64)
         counted = index[latest(index)]
@@ -57,11 +68,20 @@ def unpack(spec: ShuffleSpec, output: int) -> Table:
             run.buffers.remove(output)
         buf = None  # the shards go now, not with the erred task's traceback
         traceback.clear_frames(exc.__traceback__)
+        if run.superseded():  # replaced while this output was built: its files are gone
+            _start_again(worker, spec, f"run {spec.run_id} was replaced during unpack")
         if isinstance(exc, ShuffleError):
             raise
         raise ShuffleError(
             spec.id, "unpack", me, f"output {output}: {type(exc).__name__}: {exc}"
         ) from exc
     if set(spec.outputs_on(me)) <= run.unpacked:
-        ext.close_run(spec.id, "every output on this worker was unpacked", collect=False)
+        ext.close_run(spec.id, spec.run_id, "every output on this worker was unpacked", collect=False)
     return table
+
+
+def _start_again(worker: distributed.Worker, spec: RunSpec, reason: str) -> None:
+    """The run this task was handed is over: the coordinator restarts the shuffle if the
+    barrier's stale result is still what the unpacks would get, and the task runs again."""
+    ask(worker, RESTART_OP, shuffle_id=spec.id, run_id=spec.run_id, reason=reason)
+    raise Reschedule()

@@ -132,7 +132,7 @@ def rows_by_output(outputs) -> dict[int, int]:
 
 def coordinator_state(dask_scheduler) -> dict:
     plugin = dask_scheduler.plugins["device-shuffle-coordinator"]
-    return {"active": len(plugin.active), "by_key": len(plugin.by_key), "finished": len(plugin.finished)}
+    return {"active": len(plugin.active), "by_key": len(plugin.by_key)}
 
 
 def assert_clean(client, timeout: float = 15.0) -> None:
@@ -147,7 +147,7 @@ def assert_clean(client, timeout: float = 15.0) -> None:
             all(s["runs"] == [] and s["externals"] == 0 and s["in_flight"] == 0 and s["reserved"] == 0
                 for s in workers.values())
             and not any(files.values())
-            and coord == {"active": 0, "by_key": 0, "finished": 0}
+            and coord == {"active": 0, "by_key": 0}
             and keys == []
         )
         if clean:

@@ -55,7 +55,7 @@ def test_a_send_cancelled_before_it_starts_gives_its_bytes_back():
     async def main():
         worker = _Worker(asyncio.get_running_loop(), at_once=True)
         comms = Comms(worker, lambda: 1500)
-        run = ShuffleRun("s", "w", buffers=None)
+        run = ShuffleRun("s", 1, "w", buffers=None)
         await comms._start_send(run, "peer", (0, 0), _Batch())
         assert comms.in_flight == 1000
         run.fail(ShuffleError("s", "transfer", "peer", "it left"))
@@ -72,7 +72,7 @@ def test_a_send_cancelled_in_flight_gives_its_bytes_back_and_wakes_a_waiting_sen
     async def main():
         worker = _Worker(asyncio.get_running_loop())
         comms = Comms(worker, lambda: 1500)
-        first, second = ShuffleRun("a", "w", buffers=None), ShuffleRun("b", "w", buffers=None)
+        first, second = ShuffleRun("a", 1, "w", buffers=None), ShuffleRun("b", 1, "w", buffers=None)
         await comms._start_send(first, "peer", (0, 0), _Batch())
         await asyncio.sleep(0)
         assert worker.calls == 1  # in flight

@@ -88,14 +88,15 @@ def _active(dask_scheduler) -> list[str]:
 
 
 def _register(client, shuffle_id: str, keys: list[str], owner) -> None:
-    from reference_impl.shuffle.coordinator import REGISTER_OP
+    from reference_impl.shuffle.messages import REGISTER_OP
 
     client.sync(
         getattr(client.scheduler, REGISTER_OP),
         shuffle_id=shuffle_id,
-        workers=sorted(client.scheduler_info()["workers"]),
+        npartitions=1,
         barrier=f"{shuffle_id}-barrier",
-        keys=keys,
+        transfers=keys,
+        unpacks=[],
         client=owner.id,
     )
 

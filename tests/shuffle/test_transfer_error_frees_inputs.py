@@ -27,10 +27,13 @@ KEPT: list[BaseException] = []  # what the event loop's cycle would hold
 
 
 class _Run:
-    id, worker, failure = "s1", "tcp://me", None
+    id, run_id, worker, failure = "s1", 1, "tcp://me", None
 
     def check(self) -> None:
         pass
+
+    def superseded(self, wait: float = 0.0) -> bool:
+        return False
 
 
 class _Comms:
@@ -51,7 +54,7 @@ class _Ext:
         self.run = _Run()
         self.comms = _Comms()
 
-    def get_run(self, shuffle_id: str, phase: str) -> _Run:
+    def get_run(self, shuffle_id: str, run_id: int, phase: str) -> _Run:
         return self.run
 
     def room(self, nbytes: int):
@@ -68,10 +71,12 @@ def test_a_failed_transfer_keeps_no_input_alive(monkeypatch):
     ext = _Ext()
     monkeypatch.setattr(transfer_module.distributed, "get_worker", lambda: ext.worker)
     monkeypatch.setattr(transfer_module, "get_extension", lambda worker: ext)
+    run_answer = {"status": "OK", "run_id": 1, "placement": ["tcp://me", "tcp://other"] * 2, "wanted": [0, 1, 2, 3]}
+    monkeypatch.setattr(transfer_module, "ask", lambda worker, op, /, **kw: run_answer)
     dev = get_device("sim", "64 MiB")
     table = Table.from_arrow(pa.table({"k": np.arange(1000), "v": np.arange(1000)}), dev)
     alive = weakref.ref(table)
-    spec = ShuffleSpec("s1", ("k",), 4, ("tcp://me", "tcp://other") * 2, table.schema)
+    spec = ShuffleSpec("s1", ("k",), 4, table.schema)
     gc.collect()
     gc.disable()
     try:
