@@ -1,0 +1,254 @@
+"""A worker SIGKILLed mid-shuffle (its nanny restarts it): the shuffle starts a new run on
+the workers left and returns the right result; an input that lived only on that worker
+(scattered to it) gives a ShuffleError naming it; losses past the configured restarts give
+one naming every loss in order.
+
+Each kill is forced at a phase boundary by a scheduler plugin (the scheduler lives in this
+process): the worker that gets the phase's first task is killed as the task is sent to it,
+and the test checks that the kill happened and that the coordinator counted the loss.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import dask
+import distributed
+import numpy as np
+import pyarrow as pa
+import pytest
+from distributed.diagnostics.plugin import SchedulerPlugin
+from shuffle_helpers import assert_clean, check_shuffle, cluster, to_device
+
+from reference_impl.shuffle import ShuffleError, shuffle
+
+ROWS = 20_000
+N_INPUTS = 6
+NPARTITIONS = 6
+
+
+def arrow_input(seed: int) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    return pa.table({"k": rng.integers(0, 1000, ROWS), "rid": np.arange(seed * ROWS, (seed + 1) * ROWS)})
+
+
+@dataclass
+class Killer(SchedulerPlugin):
+    """SIGKILL the worker that gets the first task of ``phase`` (its key holds
+    ``-{phase}``), ``times`` times: each next kill waits for the scheduler to have removed
+    the worker killed before (a kill during the restarted run, not the same moment).
+
+    In the transfer phase it kills the worker whose transfer finished first instead, as the
+    scheduler learns of it: the run has started, and shards are in that worker's buffers
+    (a worker killed as its first transfer is sent has joined no run: nothing is lost)."""
+
+    phase: str
+    pids: dict[str, int]
+    times: int = 1
+    target: str | None = None  # kill this worker instead (once the phase starts)
+    fired: list[str] = field(default_factory=list)
+    removed: set[str] = field(default_factory=set)
+    scheduler: Any = None
+    name: str = "test-restart-killer"
+
+    def transition(self, key, start, finish, *args, worker=None, **kwargs) -> None:
+        when = "memory" if self.phase == "transfer" else "processing"
+        if finish != when or f"-{self.phase}" not in str(key) or len(self.fired) >= self.times:
+            return
+        if self.fired and self.fired[-1] not in self.removed:
+            return
+        ts = self.scheduler.tasks.get(key)
+        if when == "processing":
+            worker = ts.processing_on.address if ts is not None and ts.processing_on else None
+        worker = self.target or worker
+        pid = self.pids.get(worker)
+        if pid is None:
+            return
+        os.kill(pid, signal.SIGKILL)
+        self.fired.append(worker)
+
+    def remove_worker(self, scheduler, worker, **kwargs) -> None:
+        self.removed.add(worker)
+
+
+def _pids(client) -> dict[str, int]:
+    return client.run(os.getpid)
+
+
+def _arm(c, client, phase: str, times: int = 1, target: str | None = None) -> Killer:
+    killer = Killer(phase, _pids(client), times, target, scheduler=c.scheduler)
+    c.scheduler.add_plugin(killer, name=f"{killer.name}-{phase}-{time.monotonic()}")
+    return killer
+
+
+def _coordinator(c):
+    return c.scheduler.plugins["device-shuffle-coordinator"]
+
+
+def _inputs(client, tables):
+    """Computed tasks (recomputable from their lineage), spread over the workers."""
+    workers = sorted(client.scheduler_info()["workers"])
+    futures = [
+        client.submit(to_device, t, workers=[workers[i % len(workers)]], allow_other_workers=True, pure=False)
+        for i, t in enumerate(tables)
+    ]
+    distributed.wait(futures)
+    return futures
+
+
+def _warm(client) -> None:
+    """Kernels compiled and the coordinator installed before any kill is armed."""
+    client.gather(shuffle(client, _inputs(client, [arrow_input(99)] * 2), "k", 2))
+
+
+def _wait_workers(client, n: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while len(client.scheduler_info()["workers"]) < n:
+        assert time.monotonic() < deadline, "the nannies did not bring the workers back"
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def restart_cluster(tmp_path):
+    with (
+        dask.config.set({"distributed.comm.timeouts.connect": "5s"}),
+        cluster(tmp_path, n_workers=2, device_memory_limit="2 MiB") as c,
+        distributed.Client(c) as client,
+    ):
+        _warm(client)
+        yield c, client
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("phase", ["transfer", "barrier", "unpack"])
+def test_a_worker_killed_at_a_phase_boundary_gives_the_right_result(restart_cluster, phase):
+    c, client = restart_cluster
+    tables = [arrow_input(s) for s in range(N_INPUTS)]
+    inputs = _inputs(client, tables)
+    killer = _arm(c, client, phase)
+    outs = shuffle(client, inputs, "k", NPARTITIONS)
+    got = client.gather(outs)  # no ShuffleError: the run was restarted
+    assert killer.fired, f"the killer never fired in the {phase} phase"
+    record = _coordinator(c).shuffles[outs[0].key.rsplit("-unpack-", 1)[0]]
+    assert [w for w, _, _ in record.losses] == killer.fired
+    assert record.last_run_id >= 2, "the shuffle was not restarted"
+    check_shuffle(tables, got, "k", NPARTITIONS)
+    del outs, got
+    assert_clean(client, timeout=30)
+
+
+@pytest.mark.slow
+def test_a_second_worker_killed_during_the_restarted_run(restart_cluster):
+    """Both workers die in turn (the second while the new run transfers): the shuffle waits
+    for the nannies to bring workers back, runs on them, and is right."""
+    c, client = restart_cluster
+    tables = [arrow_input(s) for s in range(N_INPUTS)]
+    inputs = _inputs(client, tables)
+    killer = _arm(c, client, "transfer", times=2)
+    outs = shuffle(client, inputs, "k", NPARTITIONS)
+    got = client.gather(outs)
+    assert len(killer.fired) == 2, f"only {len(killer.fired)} of 2 kills happened"
+    record = _coordinator(c).shuffles[outs[0].key.rsplit("-unpack-", 1)[0]]
+    assert [(w, p) for w, p, _ in record.losses] == [(w, "transfer") for w in killer.fired]
+    runs = [r for _, _, r in record.losses]
+    assert runs[1] > runs[0], f"the second loss was not in a later run: {record.losses}"
+    check_shuffle(tables, got, "k", NPARTITIONS)
+    del outs, got
+    _wait_workers(client, 2)
+    assert_clean(client, timeout=30)
+
+
+@pytest.mark.slow
+def test_outputs_built_before_a_loss_are_kept_not_built_again(restart_cluster):
+    """The worker holding the last output dies once every output is built: only the outputs
+    lost with it are built again, in a new run, and the others keep their first result."""
+    c, client = restart_cluster
+    tables = [arrow_input(s) for s in range(N_INPUTS)]
+    inputs = _inputs(client, tables)
+    outs = shuffle(client, inputs, "k", NPARTITIONS)
+    distributed.wait(outs)
+    who = client.who_has(outs)
+    victim = who[outs[-1].key][0]
+    kept = [f.key for f in outs if victim not in who[f.key]]
+    lost = {i for i, f in enumerate(outs) if victim in who[f.key]}
+    assert kept and lost
+    before = {k: _memory_transitions(c, k) for k in kept}
+    os.kill(_pids(client)[victim], signal.SIGKILL)
+    got = client.gather(outs)
+    check_shuffle(tables, got, "k", NPARTITIONS)
+    assert {k: _memory_transitions(c, k) for k in kept} == before, "a kept output was built again"
+    record = _coordinator(c).shuffles[outs[0].key.rsplit("-unpack-", 1)[0]]
+    assert record.last_run_id == 2
+    del outs, got
+    assert_clean(client, timeout=30)
+
+
+def _memory_transitions(c, key) -> int:
+    return sum(1 for t in c.scheduler.story(key) if len(t) > 2 and t[2] == "memory")
+
+
+@pytest.mark.slow
+def test_an_input_scattered_only_to_the_lost_worker_gives_a_clear_error(restart_cluster):
+    c, client = restart_cluster
+    a, b = sorted(client.scheduler_info()["workers"])
+    tables = [arrow_input(s) for s in range(4)]
+    on_a = _inputs(client, tables[:2])
+    # Arrow tables scattered to b are pure data, and the inputs made from them live on b:
+    # once b is gone, nothing can compute them again.
+    scattered = client.scatter(tables[2:], workers=[b])
+    on_b = [client.submit(to_device, f, workers=[b], pure=False) for f in scattered]
+    distributed.wait(on_b)
+    lost_keys = sorted(str(f.key) for f in scattered)
+    killer = _arm(c, client, "transfer", target=b)
+    outs = shuffle(client, on_a + on_b, "k", 4)
+    with pytest.raises(ShuffleError) as info:
+        client.gather(outs)
+    assert killer.fired == [b], "the killer never fired"
+    exc = info.value
+    text = str(exc)
+    assert exc.worker == b and exc.phase == "transfer", text
+    assert f"input{'s' if len(lost_keys) > 1 else ''} {', '.join(lost_keys)} lived only on the worker" in text, text
+    assert "cannot be computed again (data scattered to it)" in text, text
+    # the inputs that survive are intact: a shuffle of them alone is right
+    check_shuffle(tables[:2], client.gather(shuffle(client, on_a, "k", 4)), "k", 4)
+    del outs, info, exc, scattered, on_b, on_a
+    assert_clean(client, timeout=30)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("limit", [0, 1])
+def test_losses_past_max_restarts_name_every_loss_in_order(restart_cluster, limit):
+    c, client = restart_cluster
+    tables = [arrow_input(s) for s in range(N_INPUTS)]
+    inputs = _inputs(client, tables)
+    killer = _arm(c, client, "transfer", times=limit + 1)
+    with dask.config.set({"reference-impl.shuffle.max-restarts": limit}):
+        outs = shuffle(client, inputs, "k", NPARTITIONS)
+    with pytest.raises(ShuffleError) as info:
+        client.gather(outs)
+    assert len(killer.fired) == limit + 1, killer.fired
+    text = str(info.value)
+    at = [text.index(f"worker {w} left the cluster during transfer") for w in killer.fired]
+    assert at == sorted(at), f"the losses are not named in order: {text}"
+    assert f"max-restarts is {limit}" in text, text
+    del outs, info
+    _wait_workers(client, 2)
+    assert_clean(client, timeout=30)
+
+
+def test_max_restarts_must_be_a_count(tmp_path):
+    with (
+        cluster(tmp_path, n_workers=1) as c,
+        distributed.Client(c) as client,
+        dask.config.set({"reference-impl.shuffle.max-restarts": -1}),
+    ):
+        inputs = _inputs(client, [arrow_input(0)])
+        with pytest.raises(ValueError, match=r"reference-impl.shuffle.max-restarts must be an int >= 0, got -1"):
+            shuffle(client, inputs, "k", 2)
+        with dask.config.set({"reference-impl.shuffle.max-restarts": 1}):  # nothing was lost
+            check_shuffle([arrow_input(0)], client.gather(shuffle(client, inputs, "k", 2)), "k", 2)
+
