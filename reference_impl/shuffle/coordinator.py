@@ -229,6 +229,7 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
         if old is not None:
             self._close_on(old.workers, shuffle.id, old.id, f"run {old.id} was restarted: {reason}", superseded=True)
         logger.warning("shuffle %s restarts: %s", shuffle.id, reason)
+        self._unpin_transfers(shuffle)
         recs = self._restart_recommendations(shuffle)
         stimulus = f"device-shuffle-restart-{shuffle.id}-{shuffle.last_run_id}"
         self._restarting.add(shuffle.id)
@@ -237,6 +238,18 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
         finally:
             self._restarting.discard(shuffle.id)
         self.scheduler.stimulus_queue_slots_maybe_opened(stimulus_id=stimulus)
+
+    def _unpin_transfers(self, shuffle: ShuffleRecord) -> None:
+        """A transfer prefers the worker that held its inputs; once that worker is gone the
+        preference goes. Left in place, it would strand the transfer when every worker
+        left at once: distributed's scheduler moves a ``no-worker`` task to a worker that
+        joins only if its restrictions name that worker, loose or not
+        (``bulk_schedule_unrunnable_after_adding_worker``)."""
+        for key in shuffle.transfers:
+            ts = self.scheduler.tasks.get(key)
+            if ts is not None and ts.worker_restrictions:
+                kept = {w for w in ts.worker_restrictions if w in self.scheduler.workers}
+                ts.worker_restrictions = kept or None
 
     def _restart_recommendations(self, shuffle: ShuffleRecord) -> dict[str, str]:
         """Release the transfers, the barrier and every output not in memory (as P2P
@@ -424,7 +437,11 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
 
     def _err(self, ts: Any, exc: ShuffleError, stimulus_id: str) -> None:
         stimulus = f"{stimulus_id}-device-shuffle"
-        recs = self.scheduler.transition(
+        recs: dict = {}
+        if ts.state == "waiting":  # the scheduler has no waiting -> erred: through released
+            recs = self.scheduler.transition(ts.key, "released", stimulus_id=stimulus)
+            recs.pop(ts.key, None)  # not back to waiting
+        recs |= self.scheduler.transition(
             ts.key,
             "erred",
             stimulus_id=stimulus,

@@ -90,12 +90,12 @@ def _coordinator(c):
 
 
 def _inputs(client, tables):
-    """Computed tasks (recomputable from their lineage), spread over the workers."""
-    workers = sorted(client.scheduler_info()["workers"])
-    futures = [
-        client.submit(to_device, t, workers=[workers[i % len(workers)]], allow_other_workers=True, pure=False)
-        for i, t in enumerate(tables)
-    ]
+    """Computed tasks (recomputable from their lineage), wherever the scheduler puts them.
+
+    Not restricted, even loosely: a task restricted to workers that are all gone waits in
+    ``no-worker`` for good, however many workers join (distributed's
+    ``bulk_schedule_unrunnable_after_adding_worker`` ignores ``loose_restrictions``)."""
+    futures = [client.submit(to_device, t, pure=False) for t in tables]
     distributed.wait(futures)
     return futures
 
