@@ -1,8 +1,9 @@
 """``shuffle(client, inputs, on, npartitions)`` and ``shuffle_dataframe(ddf, on, npartitions)``.
 
 The graph is explicit-comms shaped: one transfer task per worker holding
-inputs (pinned there), one barrier, and one unpack task per output (pinned to
-its worker), all on dask.distributed's own scheduler. Nothing is submitted
+inputs (preferring that worker, free to move once it is gone), one barrier, and one
+unpack task per output (restricted by the coordinator to the worker its run placed the
+output on), all on dask.distributed's own scheduler. Nothing is submitted
 until the inputs have been described and checked (:mod:`.plan`).
 """
 

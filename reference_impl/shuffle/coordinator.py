@@ -75,7 +75,11 @@ class ShuffleRecord:
     stale_restarts: int = 0
     ever: set[str] = field(default_factory=set)  # every worker that took part in a run
     failure: ShuffleError | None = None
+    output_of: dict[str, int] = field(default_factory=dict)  # unpack key -> its output
     ended: bool = False  # its barrier was released or erred (a lost output starts a run again)
+
+    def __post_init__(self) -> None:
+        self.output_of = {key: i for i, key in enumerate(self.unpacks)}
 
     @property
     def keys(self) -> set[str]:
@@ -212,7 +216,7 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
         run = shuffle.run
         if ts is None or run is None or ts.state == "memory":
             return
-        ts.worker_restrictions = {run.placement[shuffle.unpacks.index(key)]}
+        ts.worker_restrictions = {run.placement[shuffle.output_of[key]]}
         ts.loose_restrictions = False
 
     def _restart(self, shuffle: ShuffleRecord, reason: str, *, lost: bool = False) -> None:
@@ -262,7 +266,7 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
                 continue
             if ts.state == "erred":
                 return {}  # the shuffle failed: nothing to run again
-            if key in shuffle.unpacks and ts.state in ("memory", "waiting"):
+            if key in shuffle.output_of and ts.state in ("memory", "waiting"):
                 continue
             recs[key] = "released"
         return recs
@@ -357,7 +361,7 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
             elif finish in ("released", "erred") and sid not in self._restarting:
                 # After this transition (and a worker removal that caused it) completes.
                 loop.add_callback(self._end_run, sid, f"its barrier was {finish}")
-        elif finish == "waiting" and key in shuffle.unpacks:
+        elif finish == "waiting" and key in shuffle.output_of:
             self._restrict(shuffle, key)  # submitted after the run started
         elif finish == "forgotten" and shuffle.barrier not in self.scheduler.tasks:
             # Released before its barrier was ever submitted: the client is gone (or
@@ -426,7 +430,8 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
         shuffle = self.shuffles.get(shuffle_id)
         if shuffle is None:
             return
-        for ts in [ts for ts in list(self.scheduler.unrunnable) if ts.key in shuffle.keys]:
+        keys = shuffle.keys
+        for ts in [ts for ts in list(self.scheduler.unrunnable) if ts.key in keys]:
             if ts.state != "no-worker" or not ts.worker_restrictions:
                 continue
             gone = sorted(set(ts.worker_restrictions) - set(self.scheduler.workers))
