@@ -24,7 +24,7 @@ from .barrier import barrier
 from .coordinator import MAX_RESTARTS, ShuffleSchedulerPlugin
 from .messages import REGISTER_OP
 from .plugin import EXTENSION, ShuffleWorkerPlugin
-from .spec import ShuffleSpec
+from .spec import KEY_PREFIX, ShuffleSpec
 from .transfer import transfer
 from .unpack import unpack
 
@@ -99,7 +99,7 @@ def shuffle(
         # futures, or the client would keep them (and their data) for good.
         inputs = futures = None  # noqa: F841
         raise
-    shuffle_id = f"devshuffle-{uuid.uuid4().hex[:16]}"
+    shuffle_id = f"{KEY_PREFIX}{uuid.uuid4().hex[:16]}"
     holders = client.who_has(futures)
     by_worker: dict[str, list[int]] = {}
     for i, f in enumerate(futures):

@@ -88,6 +88,7 @@ class ShuffleExtension:
             default=_config_bytes("host-buffer", HOST_DEFAULT),
         )
         self.write_errors = 0  # failed writes of shards to their files, over all runs
+        self.unclean: set[str] = set()  # shuffles a task of which is rescheduled here
         self._lock = threading.Lock()
         worker.handlers[RECEIVE_OP] = self.receive
         worker.stream_handlers[CLOSE_OP] = self.close_run
@@ -183,18 +184,27 @@ class ShuffleExtension:
         over (tasks that meet the old one are rescheduled). When it was the worker's last
         run, the C allocator's free pages go back to the OS.
 
-        Unless the run ended in success (``collect=False``), a garbage collection
-        follows: an exception that went through distributed's ``sync`` or an erred task
-        sits in reference cycles with the frames of the tasks it passed, and those
-        frames hold the inputs until a collection."""
+        Unless the run ended in success (``collect=False``) and no task of the shuffle
+        was rescheduled here since the last close, a garbage collection follows:
+        an exception that went through distributed's ``sync``, or left a task (its
+        ``_run_task_simple`` frame keeps it in a local, and its traceback keeps the
+        frame), sits in a reference cycle with the task's inputs until a collection.
+        A task rescheduled by a restart raises after its run was closed, so the next
+        close of the shuffle collects (:meth:`collect_at_next_close`)."""
         closed = Closed(run_id, reason, phase, worker, superseded)
         with self._lock:
             self._remember(shuffle_id, closed)
+            unclean = shuffle_id in self.unclean
+            self.unclean.discard(shuffle_id)
             run = self.runs.get(shuffle_id)
-            if run is None or not closed.covers(run.run_id):
-                return
-            del self.runs[shuffle_id]
-        self._drop(run, closed, collect)
+            if run is not None and closed.covers(run.run_id):
+                del self.runs[shuffle_id]
+            else:
+                run = None
+        if run is not None:
+            self._drop(run, closed, collect or unclean)
+        elif unclean:
+            _collect_soon(collect=True, last=False)
 
     def _remember(self, shuffle_id: str, closed: Closed) -> None:
         """Under the lock: what is closed of ``shuffle_id`` from now on."""
@@ -202,14 +212,17 @@ class ShuffleExtension:
         while len(self.closed) > _CLOSED_REMEMBERED:
             self.closed.popitem(last=False)
 
+    def collect_at_next_close(self, shuffle_id: str) -> None:
+        """A task of ``shuffle_id`` is about to be rescheduled here: see :meth:`close_run`."""
+        with self._lock:
+            self.unclean.add(shuffle_id)
+
     def _drop(self, run: ShuffleRun, closed: Closed, collect: bool) -> None:
         run.close(closed.error(run.id, "unpack", run.worker))
         self.comms.cancel(run)
         last = not self.runs
         if collect or last:
-            threading.Thread(
-                target=_after_close, args=(collect, last), name="device-shuffle-gc", daemon=True
-            ).start()
+            _collect_soon(collect, last)
 
     def failed(self, run: ShuffleRun, exc: Exception, phase: str = "transfer") -> ShuffleError:
         """``exc`` as the ShuffleError a task returns or raises, without a traceback; the
@@ -256,6 +269,11 @@ class ShuffleExtension:
     def _keep_batch(self, run: ShuffleRun, batch: Any) -> None:
         for output, row, frames in batch.items():
             self.keep(run, output, row, frames)
+
+
+def _collect_soon(collect: bool, last: bool) -> None:
+    """In a thread: a full collection takes long on a worker holding many objects."""
+    threading.Thread(target=_after_close, args=(collect, last), name="device-shuffle-gc", daemon=True).start()
 
 
 def _after_close(collect: bool, last: bool) -> None:

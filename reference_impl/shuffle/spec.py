@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+KEY_PREFIX = "devshuffle-"  # of a shuffle's id, and so of every task key it makes
+
 
 @dataclass(frozen=True)
 class ShuffleSpec:

@@ -96,6 +96,7 @@ def transfer(spec: ShuffleSpec, indices: list[int], *inputs: Any) -> dict:
         assert run_spec is not None, "a run to join, or an error"
         run = ext.get_run(spec.id, run_spec.run_id, "transfer")
     except RunSuperseded:
+        ext.collect_at_next_close(spec.id)
         raise Reschedule() from None
     except ShuffleError as exc:  # already closed here (cancelled, or its client died)
         return {"worker": me, "error": exc.copy()}
@@ -128,6 +129,7 @@ def transfer(spec: ShuffleSpec, indices: list[int], *inputs: Any) -> dict:
             # frames hold every input of the task until a garbage collection.
             return {"worker": me, "error": ext.failed(run, exc)}
     if again:
+        ext.collect_at_next_close(spec.id)
         raise Reschedule()
     return {"worker": me, "run_id": run.run_id, "rows": rows}
 

@@ -84,4 +84,5 @@ def _start_again(worker: distributed.Worker, spec: RunSpec, reason: str) -> None
     """The run this task was handed is over: the coordinator restarts the shuffle if the
     barrier's stale result is still what the unpacks would get, and the task runs again."""
     ask(worker, RESTART_OP, shuffle_id=spec.id, run_id=spec.run_id, reason=reason)
+    get_extension(worker).collect_at_next_close(spec.id)
     raise Reschedule()
