@@ -441,19 +441,23 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
                 ), stimulus_id)  # fmt: skip
 
     def _err(self, ts: Any, exc: ShuffleError, stimulus_id: str) -> None:
+        """``ts`` errs with ``exc``, and its dependents with it (as a failed task's do)."""
         stimulus = f"{stimulus_id}-device-shuffle"
-        recs: dict = {}
-        if ts.state == "waiting":  # the scheduler has no waiting -> erred: through released
-            recs = self.scheduler.transition(ts.key, "released", stimulus_id=stimulus)
-            recs.pop(ts.key, None)  # not back to waiting
-        recs |= self.scheduler.transition(
-            ts.key,
-            "erred",
-            stimulus_id=stimulus,
-            exception=pickle.dumps(exc),
-            cause=ts.key,
-            exception_text=str(exc),
-        )
+        error = {"exception": pickle.dumps(exc), "exception_text": str(exc)}
+        if ts.state not in ("waiting", "released"):
+            recs = self.scheduler.transition(ts.key, "erred", stimulus_id=stimulus, cause=ts.key, **error)
+        else:
+            # The scheduler has no waiting/released -> erred of its own (released -> erred
+            # only passes on a dependency's error, and leaves the task's waiters, which then
+            # release it and reset it to waiting). A task failing on a worker ends in
+            # _propagate_erred: so does this one, blaming itself.
+            recs = {}
+            if ts.state == "waiting":
+                recs = self.scheduler.transition(ts.key, "released", stimulus_id=stimulus)
+                recs.pop(ts.key, None)  # not back to waiting
+            more, to_clients, to_workers = self.scheduler._propagate_erred(ts, cause=ts.key, **error)
+            recs |= more
+            self.scheduler.send_all(to_clients, to_workers)
         self.scheduler.transitions(recs, stimulus_id=stimulus)
 
     def _close_on(
