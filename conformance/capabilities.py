@@ -36,6 +36,7 @@ SHUFFLE_CAPABILITIES: dict[str, str] = {
     "shuffle.spill": "with data several times the aggregate budget, shards spill",
     "shuffle.nulls": "null keys are shuffled (all to one partition), not rejected",
     "shuffle.faults.worker": "a worker killed mid-shuffle gives a correct result or a clear error",
+    "shuffle.faults.recover": "a worker killed mid-shuffle, once or again in the restart: the correct result",
     "shuffle.checks": "bad arguments raise a clear error before any data moves",
 }
 

@@ -168,6 +168,32 @@ class OutputsKiller(PhaseKiller):
 
 
 @dataclass
+class RepeatedKiller(PhaseKiller):
+    """Scheduler plugin: SIGKILL the worker that finishes the first task of ``phase``, then,
+    once the scheduler has removed it, the next worker (of those in ``pids``) to finish a
+    task of ``phase``: ``times`` kills, each in the run the one before started."""
+
+    times: int = 2
+    removed: set[str] = field(default_factory=set)
+    name: str = "conformance-repeated-killer"
+
+    def transition(self, key, start, finish, *args, **kwargs) -> None:
+        if len(self.fired) >= self.times or finish != "memory" or self.phase_of(str(key)) != self.phase:
+            return
+        if self.fired and self.fired[-1][1] not in self.removed:
+            return  # the last kill is not through yet: the next must fall in the next run
+        ts = self.scheduler.tasks.get(key)
+        killed = {w for _k, w, _p in self.fired}
+        for ws in sorted(ts.who_has or (), key=lambda ws: ws.address) if ts is not None else ():
+            if ws.address in self.pids and ws.address not in killed:
+                self._kill(key, ws.address)
+                return
+
+    def remove_worker(self, scheduler: Any, worker: str, **kwargs: Any) -> None:
+        self.removed.add(worker)
+
+
+@dataclass
 class PhaseAction(SchedulerPlugin):
     """Scheduler plugin: call ``action()`` once, when the first task of ``phase`` is sent to
     a worker; ``fired`` holds what it returned (a count of what it did)."""
@@ -410,6 +436,13 @@ class ShuffleCluster:
         scheduler = self.cluster.scheduler
         pids = self.worker_pids()
         return self._arm(OutputsKiller(phase, self._phase_of(), pids, scheduler=scheduler, n=n))
+
+    def kill_repeatedly(self, phase: str, times: int = 2) -> RepeatedKiller:
+        """Arm a killer for ``times`` workers in turn, each as it finishes a task of ``phase``
+        in the run the kill before it started."""
+        scheduler = self.cluster.scheduler
+        pids = self.worker_pids()
+        return self._arm(RepeatedKiller(phase, self._phase_of(), pids, scheduler=scheduler, times=times))
 
     @contextmanager
     def during(self, phase: str, action: Callable[[], int]) -> Iterator[PhaseAction]:

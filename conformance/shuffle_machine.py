@@ -454,6 +454,9 @@ class ShuffleMachine(RuleBasedStateMachine):
         if not exercised or kind == "stall":
             _forget(exc)
             raise AssertionError(f"the shuffle failed ({name} {'did not fire' if not exercised else 'only delays'}): {text}")
+        if kind == "kill" and self.w.has("shuffle.faults.recover"):
+            _forget(exc)
+            raise AssertionError(f"14.5: shuffle.faults.recover is declared, yet {name} failed it: {text}")
         if kind == "kill":  # 14.5: the error names the phase or the lost worker
             host_port = killer.fired[0][1].rsplit("//", 1)[-1]
             ok = error_names(exc, re.escape(phase), re.escape(host_port))

@@ -18,7 +18,7 @@ class DaskTasks(DaskFrameShuffle):
     name = "dask-tasks"
     method = "tasks"
     capabilities = frozenset(
-        {"shuffle", "shuffle.nulls", "shuffle.faults.worker", "shuffle.checks"}
+        {"shuffle", "shuffle.nulls", "shuffle.faults.worker", "shuffle.faults.recover", "shuffle.checks"}
     )
 
     def phase_of(self, key: str) -> str | None:

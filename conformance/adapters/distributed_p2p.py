@@ -30,6 +30,7 @@ class DistributedP2P(DaskFrameShuffle):
             "shuffle.spill",
             "shuffle.nulls",
             "shuffle.faults.worker",
+            "shuffle.faults.recover",
             "shuffle.checks",
         }
     )

@@ -35,6 +35,7 @@ class ReferenceAdapter:
             "shuffle.spill",
             "shuffle.nulls",
             "shuffle.faults.worker",
+            "shuffle.faults.recover",
             "shuffle.checks",
         }
     )
