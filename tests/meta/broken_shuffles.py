@@ -643,10 +643,10 @@ class TruncatedFileReadsShort(PartialAfterWorkerLoss):
 
 
 # 23 ----------------------------------------------------------------------------- 14.19
-def _coordinator_forgets_lost_outputs(dask_scheduler: Any = None) -> None:
-    """On the scheduler: this cluster's coordinator never errs a task of a finished shuffle
-    that waits for a gone worker (the reference before SHUF-FAULT-004 erred only outputs
-    that did; patched in this one instance, as the zoo's other adapters share the process)."""
+def _coordinator_keeps_first_placement(dask_scheduler: Any = None) -> None:
+    """On the scheduler: this cluster's coordinator restricts the outputs only when the
+    first run starts, so a later run builds a lost output where the first one placed it
+    (patched in this one instance, as the zoo's other adapters share the process)."""
     import types
 
     from broken_mutants import mutated_function
@@ -655,25 +655,26 @@ def _coordinator_forgets_lost_outputs(dask_scheduler: Any = None) -> None:
 
     plugin = dask_scheduler.plugins[ShuffleSchedulerPlugin.name]
     mutated = mutated_function(
-        "reference_impl.shuffle.coordinator", "ShuffleSchedulerPlugin.transition",
-        'elif done is not None and finish == "no-worker":',
-        "elif False:",
+        "reference_impl.shuffle.coordinator", "ShuffleSchedulerPlugin._start_run",
+        "for key in shuffle.unpacks:",
+        "for key in (shuffle.unpacks if shuffle.last_run_id == 1 else ()):",
     )  # fmt: skip
-    plugin.transition = types.MethodType(mutated, plugin)
+    plugin._start_run = types.MethodType(mutated, plugin)
 
 
 class LostOutputWaits(_BrokenShuffle):
-    """An output lost with its worker after the shuffle finished is recomputed through tasks
-    that can run only on that worker, and waits for it forever."""
+    """An output lost with its worker after the shuffle finished is built again on the
+    worker the first run placed it on, which is gone: it waits for it (until the
+    coordinator's safety net errs it), though the workers left could build it."""
 
     name = "broken-shuffle-lost-output-waits"
-    violates = ("14.19",)
+    violates = ("14.19", "14.5")
 
     def prepare(self, inputs, on, npartitions, env):
         from reference_impl.shuffle import ShuffleSchedulerPlugin
 
         env.client.register_plugin(ShuffleSchedulerPlugin())  # idempotent, as the shuffle does
-        env.client.run_on_scheduler(_coordinator_forgets_lost_outputs)
+        env.client.run_on_scheduler(_coordinator_keeps_first_placement)
         return inputs, on, npartitions
 
 
@@ -732,6 +733,26 @@ class KeepsHostCopies(_BrokenShuffle):
             env.client.run(_drop_host_copies)
 
 
+# 25 ----------------------------------------------------------------------------- 14.5
+class GivesUpAtFirstLoss(_BrokenShuffle):
+    """Declares shuffle.faults.recover, yet a lost worker ends the shuffle with a clear
+    ShuffleError (max-restarts 0): what the reference did before it recovered."""
+
+    name = "broken-shuffle-gives-up-at-first-loss"
+    violates = ("14.5",)
+    max_restarts = 0
+
+
+# 26 ----------------------------------------------------------------------------- 14.21
+class RecoversOnlyOnce(_BrokenShuffle):
+    """Restarts after the first lost worker, and gives up when a second one dies in the
+    restarted run (max-restarts 1)."""
+
+    name = "broken-shuffle-recovers-once"
+    violates = ("14.21",)
+    max_restarts = 1
+
+
 # which conformance ID must catch which bug
 EXPECTED: dict[str, tuple[type, str]] = {
     "drops_empty": (DropsEmptyOutputs, "SHUF-COUNT-001"),
@@ -760,6 +781,8 @@ EXPECTED: dict[str, tuple[type, str]] = {
     "truncated_file_short": (TruncatedFileReadsShort, "SHUF-STATE-001"),
     "lost_output_waits": (LostOutputWaits, "SHUF-FAULT-004"),
     "keeps_host_copies": (KeepsHostCopies, "SHUF-BOUND-003"),
+    "gives_up_at_first_loss": (GivesUpAtFirstLoss, "SHUF-FAULT-001"),
+    "recovers_once": (RecoversOnlyOnce, "SHUF-FAULT-005"),
 }
 
 for _attr, (_cls, _cid) in EXPECTED.items():
