@@ -1,7 +1,8 @@
 """Faults against a shuffle, on the cluster the conformance suite builds for it: a worker
 SIGKILLed in each phase, a full disk (RLIMIT_FSIZE on the workers), a corrupted spill file
 and the spill directories removed when the unpack phase starts. Each fault is proven to
-have fired (else "not exercised"); wrong data, a hang or leftovers are violations."""
+have fired (else "not exercised"); wrong data, a hang or leftovers are violations, and so is
+an error after a kill from an implementation that declares ``shuffle.faults.recover``."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ TIMEOUT = 120.0
 KILL = "shuffle: worker killed in {}"
 DISK, CORRUPT, REMOVED = "shuffle: disk full", "shuffle: corrupted spill file", "shuffle: spill directory removed"
 CASES = (DISK, CORRUPT, REMOVED, *(KILL.format(p) for p in PHASES))
+RECOVER = "shuffle.faults.recover"  # a kill must then give the correct result
 
 
 # ----------------------------------------------------------------------------- on the workers
@@ -93,6 +95,8 @@ def _judge(impl, case: str, tables, res: runs.Result, fired: bool, proof: str) -
         text = f"{type(res.error).__name__}: {str(res.error)[:160]}"
         if not fired:
             return Outcome(impl.name, case, "violation", f"failed before the fault fired: {text}", res.seconds)
+        if case.startswith("shuffle: worker") and RECOVER in impl.caps:  # SPEC 14.5
+            return Outcome(impl.name, case, "violation", f"{proof}; declares {RECOVER}, yet: {text}", res.seconds)
         return Outcome(impl.name, case, "error", f"{proof}; {text}", res.seconds)
     if not fired:
         return Outcome(impl.name, case, "not exercised", "the fault never fired", res.seconds)
