@@ -49,6 +49,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--partition-size", help="bytes per input partition (default: device memory / 8)")
     p.add_argument("--duration", type=float, help="seconds: keep going until then (shuffle: more rounds)")
     p.add_argument("--rounds", type=int, default=1, help="shuffle rounds at least")
+    p.add_argument("--kill-every", type=float,
+                   help="shuffle: SIGKILL a random worker every SECONDS while a shuffle runs")
     p.add_argument("--threads", type=int, default=4, help="store-churn threads per store")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="stress-report", help="report directory")
@@ -90,6 +92,7 @@ def configure(argv: list[str] | None) -> Settings:
         partition_size=size(a.partition_size, "--partition-size"),
         duration=a.duration if a.duration is not None else d["duration"],
         rounds=a.rounds,
+        kill_every=a.kill_every,
         threads=a.threads,
         seed=a.seed,
         scheduler=a.scheduler,

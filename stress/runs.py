@@ -109,6 +109,7 @@ class Result:
     peaks: dict[str, int] = field(default_factory=dict)
     rss: dict[str, int] = field(default_factory=dict)  # growth per worker (SPEC 14.20)
     rss_before: dict[str, int] = field(default_factory=dict)  # RSS when the shuffle began
+    kills: list = field(default_factory=list)  # workers --kill-every killed meanwhile (reaper.Kill)
 
 
 def shuffle(

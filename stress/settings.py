@@ -45,6 +45,7 @@ class Settings:
     partition_size: int | None = None
     duration: float | None = None
     rounds: int = 1
+    kill_every: float | None = None  # shuffle: seconds between SIGKILLs of a random worker
     threads: int = 4
     seed: int = 0
     scheduler: str | None = None
@@ -78,6 +79,15 @@ def check(s: Settings) -> None:
         raise UsageError(f"--rounds {s.rounds}: need at least one round")
     if s.duration is not None and s.duration <= 0:
         raise UsageError(f"--duration {s.duration}: must be positive seconds")
+    if s.kill_every is not None:
+        if s.scenario != "shuffle":
+            raise UsageError(f"--kill-every: only the shuffle scenario kills workers, not {s.scenario}")
+        if not s.kill_every > 0:
+            raise UsageError(f"--kill-every {s.kill_every}: must be positive seconds")
+        if s.scheduler is not None:
+            raise UsageError("--kill-every: the workers of --scheduler run elsewhere; only local ones can be killed")
+        if s.workers < 2:
+            raise UsageError(f"--kill-every with --workers {s.workers}: a shuffle needs a worker left to recover on")
     if s.interval <= 0:
         raise UsageError(f"--interval {s.interval}: must be positive seconds")
     if s.host_memory is not None and s.host_memory < 1:

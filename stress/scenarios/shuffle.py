@@ -17,6 +17,7 @@ import functools
 import math
 import time
 import warnings
+from contextlib import nullcontext
 from pathlib import Path
 
 from dask.utils import format_bytes
@@ -27,6 +28,7 @@ from .. import data, runs
 from ..cluster import open_cluster
 from ..impls import Impl
 from ..progress import Progress
+from ..reaper import Reaper, killed_workers_files
 from ..record import RunRecord
 from ..sampler import Sampler, cluster_reader
 from ..settings import ROW_BYTES, Settings
@@ -34,6 +36,7 @@ from ..settings import ROW_BYTES, Settings
 BOUND = "device bound (budget + 2 x largest partition)"
 RSS_BOUND = "rss bound (SPEC 14.20, over the RSS before the shuffle)"
 KEEP_INPUTS = 256 * 2**20  # below this, inputs stay in memory to name the rows that differ
+RECOVER = "shuffle.faults.recover"  # --kill-every needs it: every round must still be right
 
 
 def run(settings: Settings, record: RunRecord, progress: Progress, impls: list[Impl], workdir: Path) -> None:
@@ -73,25 +76,56 @@ def _run_one(settings: Settings, record: RunRecord, progress: Progress, impl: Im
                 return
             cluster.settled(30.0)
             cluster.mark_baseline()
+            reaper = _reaper(settings, record, cluster, impl)
             rnd, start = 0, time.perf_counter()
             while rnd < settings.rounds or (
                 settings.duration and time.perf_counter() - start < settings.duration
             ):
                 progress.start(f"{name}: round {rnd + 1}", None if settings.duration else settings.rounds)
-                _round(settings, record, progress, cluster, name, rnd, n_inputs, rows, npartitions, timeout)
+                _round(settings, record, progress, cluster, name, rnd, n_inputs, rows, npartitions, timeout,
+                       reaper=reaper)
                 progress.advance(1, status=_status(sampler))
                 rnd += 1
             figs[f"{name} rounds"] = rnd
+            if reaper is not None:
+                _judge_kills(record, name, reaper, settings.kill_every)
             sampler.sample_once()
             _final_figures(record, name, sampler)
-        left = cluster.settled(30.0)
+        left = cluster.settled(30.0) or []
+        if reaper is not None:
+            left = killed_workers_files(left, reaper.kills)[1]
         if left:
             record.violate(f"{name}: left behind after the last round: {'; '.join(left[:5])}")
     record.timings[f"{name} total"] = time.perf_counter() - t0
 
 
+def _reaper(settings, record, cluster, impl) -> Reaper | None:
+    """The worker killer of ``--kill-every``, where it can run (else a note says why not)."""
+    if settings.kill_every is None:
+        return None
+    if RECOVER not in impl.caps:
+        record.note(f"{impl.name}: --kill-every skipped: it does not declare {RECOVER}")
+        return None
+    if not getattr(cluster, "local_workers", False):
+        record.note(f"{impl.name}: --kill-every skipped: the workers do not run on this machine")
+        return None
+    record.note(f"{impl.name}: a random worker SIGKILLed every {settings.kill_every:g} s while a "
+                "shuffle runs; memory bounds are not judged in those rounds (a killed worker's RSS has "
+                "no before and after)")
+    return Reaper(cluster.client, settings.kill_every, settings.seed, settings.workers)
+
+
+def _judge_kills(record, name: str, reaper: Reaper, every: float) -> None:
+    record.figures[f"{name} workers killed"] = len(reaper.kills)
+    if reaper.kills:
+        record.figures[f"{name} kills (s: worker)"] = "; ".join(f"{k.at:.1f}: {k.worker}" for k in reaper.kills)
+    else:
+        record.violate(f"{name}: --kill-every {every:g}: no worker was killed (not exercised: every "
+                       "shuffle ended within the interval; lower it or raise --data)")
+
+
 def _round(settings, record, progress, cluster, name, rnd, n_inputs, rows, npartitions, timeout,
-           *, judge: bool = True) -> str | None:
+           *, judge: bool = True, reaper: Reaper | None = None) -> str | None:
     """One round (``rnd`` -1: the warm-up, seeded apart); the shuffle's error, if any."""
     seed = settings.seed + rnd if rnd >= 0 else settings.seed + 10**6
     label = f"round {rnd + 1}" if rnd >= 0 else "warm-up"
@@ -99,15 +133,17 @@ def _round(settings, record, progress, cluster, name, rnd, n_inputs, rows, npart
         record.mark(label)
     if runs.on_workers(cluster):
         res, problems, in_largest = _round_on_workers(
-            record, progress, cluster, name, label, seed, n_inputs, rows, npartitions, timeout
+            record, progress, cluster, name, label, seed, n_inputs, rows, npartitions, timeout, reaper
         )
     else:
         res, problems, in_largest = _round_here(
             settings, record, progress, cluster, name, label, seed, n_inputs, rows, npartitions,
-            timeout,
+            timeout, reaper,
         )
     if res.error is not None:
         err = f"{type(res.error).__name__}: {res.error}"
+        if res.kills:
+            err += f" ({len(res.kills)} workers killed in the round: {', '.join(k.worker for k in res.kills)})"
         if judge:
             record.violate(f"{name} {label}: the shuffle failed: {err}")
         return err
@@ -118,7 +154,12 @@ def _round(settings, record, progress, cluster, name, rnd, n_inputs, rows, npart
     if not judge:  # the warm-up: what it installs once is the baseline (mark_baseline)
         return None
     _check_peaks(record, cluster, name, rnd, res, largest)
-    left = cluster.settled(30.0)
+    left = cluster.settled(30.0) or []
+    if reaper is not None:
+        theirs, left = killed_workers_files(left, reaper.kills)
+        if theirs:
+            record.note(f"{name} {label}: {len(theirs)} files of SIGKILLed workers' directories not purged "
+                        f"yet (distributed purges them as a worker next starts there): {'; '.join(theirs[:3])}")
     if left:
         record.violate(f"{name} {label}: left behind: {'; '.join(left[:5])}")
     return None
@@ -133,8 +174,16 @@ def _largest_output(outputs) -> int:
     )
 
 
+def _shuffle(cluster, reaper: Reaper | None, *args, **kwargs) -> runs.Result:
+    """One shuffle, the reaper armed (memory not measured then) if there is one."""
+    with reaper.armed() if reaper is not None else nullcontext([]) as kills:
+        res = runs.shuffle(cluster, *args, measure=reaper is None, **kwargs)
+    res.kills = list(kills)
+    return res
+
+
 def _round_on_workers(record, progress, cluster, name, label, seed, n_inputs, rows, npartitions,
-                      timeout):
+                      timeout, reaper):
     """Inputs made on the workers, outputs summarised there: only summaries travel."""
     width = data.bucket_width(n_inputs * rows)
     progress.status("generating and loading inputs on the workers")
@@ -145,7 +194,7 @@ def _round_on_workers(record, progress, cluster, name, label, seed, n_inputs, ro
     progress.status("shuffling")
     record.mark("shuffle")
     summarize = functools.partial(data.summarize, names=schema.names, width=width)
-    res = runs.shuffle(cluster, inputs, npartitions, timeout, measure=True, fn=summarize)
+    res = _shuffle(cluster, reaper, inputs, npartitions, timeout, fn=summarize)
     del inputs
     return _checked(record, progress, f"{name} {label}", res, in_largest,
                     lambda: data.summary_problems(summaries_in, res.outputs, npartitions, schema, width))
@@ -164,7 +213,7 @@ def _checked(record, progress, what, res, in_largest, check):
 
 
 def _round_here(settings, record, progress, cluster, name, label, seed, n_inputs, rows,
-                npartitions, timeout):
+                npartitions, timeout, reaper):
     """Inputs made here and sent through the adapter; outputs returned and checked here."""
     t = time.perf_counter()
     tables = [data.make_table(seed, i, rows) for i in range(n_inputs)]
@@ -182,7 +231,7 @@ def _round_here(settings, record, progress, cluster, name, label, seed, n_inputs
     del tables
     progress.status("shuffling")
     record.mark("shuffle")
-    res = runs.shuffle(cluster, inputs, npartitions, timeout, measure=True)
+    res = _shuffle(cluster, reaper, inputs, npartitions, timeout)
     del inputs
     return _checked(record, progress, f"{name} {label}", res, in_largest,
                     lambda: runs.check(kept, digest_in, res.outputs, npartitions, schema))

@@ -19,6 +19,10 @@ from stress.cli import main
         (["shuffle", "--device", "tpu"], "--device 'tpu'"),
         (["shuffle", "--workers", "4", "--device-memory", "64TiB"], "exceeds this machine"),
         (["shuffle", "--bogus"], "unrecognized arguments: --bogus"),
+        (["shuffle", "--kill-every", "0"], "--kill-every 0.0: must be positive seconds"),
+        (["faults", "--kill-every", "5"], "--kill-every: only the shuffle scenario kills workers, not faults"),
+        (["shuffle", "--kill-every", "5", "--workers", "1"], "--kill-every with --workers 1"),
+        (["shuffle", "--kill-every", "5", "--scheduler", "tcp://127.0.0.1:1"], "only local ones can be killed"),
     ],
 )
 def test_bad_input_is_one_line(argv, needle, capsys, tmp_path):

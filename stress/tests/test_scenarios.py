@@ -71,3 +71,15 @@ def test_shuffle_rss_above_the_bound_is_a_violation(run_stress, tmp_path):
     assert rss and "RSS growth" in rss[0], s["violations"]
     assert not [v for v in s["violations"] if "SPEC 14.2)" in v], s["violations"]  # the ledger is fine
     assert "violation: " in p.stdout and "SPEC 14.20" in p.stdout
+
+
+def test_shuffle_with_a_worker_killed_every_second(run_stress, tmp_path):
+    """--kill-every: workers die while the rounds shuffle; every round's per-row checksums
+    come back, nothing is left behind, and the kills are on record (none would fail it)."""
+    out = tmp_path / "r"
+    p = run_stress("shuffle", "--kill-every", "1", "--rounds", "2", "--device-memory", "2MiB",
+                   "--data", "24MiB", "--out", str(out))
+    assert p.returncode == 0, p.stdout + p.stderr
+    figures = summary(out)["figures"]
+    assert figures["reference workers killed"] >= 1, figures
+    assert figures["reference rounds"] == 2, figures
