@@ -204,12 +204,13 @@ def read_outputs(
     results: list[Any] = [None] * len(outputs)
     for batch in _batches(sizes, read_budget(env) if budget is None else budget):
         holders = client.who_has([outputs[i] for i in batch])
+        where = {i: sorted(holders.get(outputs[i].key, ())) or None for i in batch}
         reads = [
             client.submit(
                 read,
                 outputs[i],
-                workers=sorted(holders.get(outputs[i].key, ())) or None,
-                allow_other_workers=True,
+                workers=where[i],
+                allow_other_workers=where[i] is not None,  # (dask refuses it without workers)
                 pure=False,
                 **kwargs,
             )

@@ -32,11 +32,11 @@ from ..reaper import Reaper, killed_workers_files
 from ..record import RunRecord
 from ..sampler import Sampler, cluster_reader
 from ..settings import ROW_BYTES, Settings
+from .shuffle_faults import RECOVER  # --kill-every needs it: every round must still be right
 
 BOUND = "device bound (budget + 2 x largest partition)"
 RSS_BOUND = "rss bound (SPEC 14.20, over the RSS before the shuffle)"
 KEEP_INPUTS = 256 * 2**20  # below this, inputs stay in memory to name the rows that differ
-RECOVER = "shuffle.faults.recover"  # --kill-every needs it: every round must still be right
 
 
 def run(settings: Settings, record: RunRecord, progress: Progress, impls: list[Impl], workdir: Path) -> None:
