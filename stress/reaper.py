@@ -52,6 +52,7 @@ class Reaper:
     def __init__(self, client: Any, every: float, seed: int, n_workers: int) -> None:
         self.client, self.every, self.n_workers = client, every, n_workers
         self.kills: list[Kill] = []
+        self.problems: list[str] = []  # what went wrong around the kills (the round reports it)
         self._rng = random.Random(seed)
         self._t0 = time.perf_counter()
 
@@ -69,7 +70,17 @@ class Reaper:
             stop.set()
             thread.join()
             if period:
-                self.client.wait_for_workers(self.n_workers, timeout=BACK_TIMEOUT)
+                self._wait_whole(period)
+
+    def _wait_whole(self, period: list[Kill]) -> None:
+        try:
+            self.client.wait_for_workers(self.n_workers, timeout=BACK_TIMEOUT)
+        except Exception as exc:  # distributed's nanny did not restart a worker: say so, go on
+            self.problems.append(
+                f"after {len(period)} kills ({', '.join(k.worker for k in period)}) the cluster was not "
+                f"whole within {BACK_TIMEOUT:.0f} s ({type(exc).__name__}: {exc}): a nanny did not bring "
+                "its worker back"
+            )
 
     def _run(self, stop: threading.Event, period: list[Kill]) -> None:
         """Kill when the cluster has been whole for ``every`` seconds: the interval runs from

@@ -154,6 +154,8 @@ def _round(settings, record, progress, cluster, name, rnd, n_inputs, rows, npart
     if not judge:  # the warm-up: what it installs once is the baseline (mark_baseline)
         return None
     _check_peaks(record, cluster, name, rnd, res, largest)
+    while reaper is not None and reaper.problems:
+        record.violate(f"{name} {label}: {reaper.problems.pop(0)}")
     left = cluster.settled(30.0) or []
     if reaper is not None:
         theirs, left = killed_workers_files(left, reaper.kills)
