@@ -27,13 +27,3 @@ def summary(out: Path) -> dict:
 @pytest.fixture
 def run_stress():
     return stress
-
-
-def pytest_collection_modifyitems(config, items):
-    """Stress tests marked ``slow`` run only when selected (``-m slow``)."""
-    if "slow" in (config.getoption("markexpr") or ""):
-        return
-    skip = pytest.mark.skip(reason="slow: run with -m slow")
-    for item in items:
-        if "stress/tests/" in str(item.fspath) and item.get_closest_marker("slow"):
-            item.add_marker(skip)

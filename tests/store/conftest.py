@@ -50,13 +50,3 @@ def make_store(dev, tmp_path):
 def value_of(x) -> float:
     """First element of a device value (real use of a proxy)."""
     return float(np.asarray(x)[0])
-
-
-def pytest_collection_modifyitems(config, items):
-    """Heavy tests (>2 GiB files) run only when asked for with ``-m slow``."""
-    if "slow" in (config.getoption("markexpr") or ""):
-        return
-    skip = pytest.mark.skip(reason="slow: run with -m slow")
-    for item in items:
-        if "slow" in item.keywords and "tests/store" in str(item.fspath):
-            item.add_marker(skip)
