@@ -11,7 +11,7 @@ if [[ -n "${HYPOTHESIS_PROFILE:-}" && -n "${CONFORMANCE_PROFILE:-}" \
 fi
 export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-${CONFORMANCE_PROFILE:-ci}}"
 export CONFORMANCE_PROFILE="$HYPOTHESIS_PROFILE"
-python -m ruff check .
+python -m ruff check --no-cache .
 # The workflows (.github/workflows/, config .github/actionlint.yaml), well under a second.
 # No shellcheck/pyflakes on run: scripts, so the result does not depend on what the
 # machine has on PATH.

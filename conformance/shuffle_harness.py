@@ -119,10 +119,13 @@ class RssSampler:
 
 @dataclass
 class PhaseKiller(SchedulerPlugin):
-    """Scheduler plugin: SIGKILL the worker that gets the first task of ``phase``.
+    """Scheduler plugin: SIGKILL the worker holding the ``n``-th task of ``phase`` to finish
+    (the first by default), as it finishes.
 
-    ``fired`` records (key, worker, pid) once the signal was sent, so that a test can tell
-    a fault that happened from one that never did.
+    A finished task, not one just sent: a worker killed as it is sent the shuffle's first
+    task may not have joined the shuffle yet, so its loss costs nothing, and a shuffle that
+    gives up at the first loss would pass. ``fired`` records (key, worker, pid) once the
+    signal was sent, so that a test can tell a fault that happened from one that never did.
     """
 
     phase: str
@@ -130,33 +133,9 @@ class PhaseKiller(SchedulerPlugin):
     pids: dict[str, int]
     fired: list[tuple[str, str, int]] = field(default_factory=list)
     scheduler: Any = None
-    name: str = "conformance-phase-killer"
-
-    def transition(self, key, start, finish, *args, **kwargs) -> None:
-        if self.fired or finish != "processing":
-            return
-        if self.phase_of(str(key)) != self.phase:
-            return
-        ts = self.scheduler.tasks.get(key)
-        self._kill(key, ts.processing_on.address if ts is not None and ts.processing_on else None)
-
-    def _kill(self, key: Any, worker: str | None) -> None:
-        pid = self.pids.get(worker)
-        if pid is None:
-            return
-        os.kill(pid, signal.SIGKILL)
-        self.fired.append((str(key), worker, pid))
-
-
-@dataclass
-class OutputsKiller(PhaseKiller):
-    """Scheduler plugin: SIGKILL the worker holding the last output of ``phase`` (the
-    ``n``-th of its tasks to finish), as it finishes: the shuffle is over, its outputs are
-    not read yet."""
-
     n: int = 1
     done: set[str] = field(default_factory=set)
-    name: str = "conformance-outputs-killer"
+    name: str = "conformance-phase-killer"
 
     def transition(self, key, start, finish, *args, **kwargs) -> None:
         if self.fired or finish != "memory" or self.phase_of(str(key)) != self.phase:
@@ -165,6 +144,13 @@ class OutputsKiller(PhaseKiller):
         ts = self.scheduler.tasks.get(key)
         if len(self.done) >= self.n and ts is not None and ts.who_has:
             self._kill(key, min(ws.address for ws in ts.who_has))
+
+    def _kill(self, key: Any, worker: str | None) -> None:
+        pid = self.pids.get(worker)
+        if pid is None:
+            return
+        os.kill(pid, signal.SIGKILL)
+        self.fired.append((str(key), worker, pid))
 
 
 @dataclass
@@ -427,15 +413,14 @@ class ShuffleCluster:
         return killer
 
     def kill_in(self, phase: str) -> PhaseKiller:
-        """Arm a killer for the next shuffle's first task in ``phase``."""
+        """Arm a killer for the holder of the next shuffle's first task of ``phase`` to finish."""
         scheduler = self.cluster.scheduler
         return self._arm(PhaseKiller(phase, self._phase_of(), self.worker_pids(), scheduler=scheduler))
 
     def kill_after(self, phase: str, n: int) -> PhaseKiller:
         """Arm a killer for the worker holding the ``n``-th task of ``phase`` to finish."""
         scheduler = self.cluster.scheduler
-        pids = self.worker_pids()
-        return self._arm(OutputsKiller(phase, self._phase_of(), pids, scheduler=scheduler, n=n))
+        return self._arm(PhaseKiller(phase, self._phase_of(), self.worker_pids(), scheduler=scheduler, n=n))
 
     def kill_repeatedly(self, phase: str, times: int = 2) -> RepeatedKiller:
         """Arm a killer for ``times`` workers in turn, each as it finishes a task of ``phase``

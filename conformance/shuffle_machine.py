@@ -358,8 +358,8 @@ class ShuffleMachine(RuleBasedStateMachine):
     @rule(data=st.data(), phase=st.sampled_from(["unpack", "transfer"]))
     @_step
     def kill_a_worker(self, data, phase: str) -> None:
-        """14.5: a worker SIGKILLed (its nanny restarts it) as the first task of ``phase``
-        is sent: correct outputs, or an error naming the phase or the worker."""
+        """14.5: a worker SIGKILLed (its nanny restarts it) as it finishes the first task
+        of ``phase``: correct outputs, or an error naming the phase or the worker."""
         self._world_moves(data, "kill", phase)
 
     @_fair("cancel_mid_flight")

@@ -98,7 +98,12 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
         self.shuffles: dict[str, ShuffleRecord] = {}  # until the barrier is forgotten
         self.by_key: dict[str, str] = {}
         self._restarting: set[str] = set()  # shuffles whose tasks this plugin is releasing
-        self._pending: set[str] = set()  # shuffles to restart once a worker's removal is done
+        # Decided as a worker's removal starts, done once its transitions are through (done
+        # earlier, the removal's own recommendations would undo it: it releases a processing
+        # task erred here, and a lost output has no memory -> erred). Only a lost scattered
+        # input fails at once: the removal forgets it, and every task that needs it.
+        self._pending: set[str] = set()  # shuffles to restart
+        self._failing: dict[str, tuple[ShuffleError, str]] = {}  # shuffles to fail: (error, stimulus)
 
     @property
     def active(self) -> dict[str, ShuffleRecord]:
@@ -307,14 +312,15 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
                 "that left and cannot be computed again (data scattered to it); scatter inputs "
                 "to several workers, or pass a dask collection",
             )  # fmt: skip
-            self._fail(shuffle, exc, stimulus)
+            self._fail(shuffle, exc, stimulus)  # now: the removal forgets the scattered data
+            self._failing[shuffle.id] = (exc, stimulus)  # and after it, for what it undid
         elif involved and len(shuffle.losses) > shuffle.max_restarts:
             exc = ShuffleError(
                 shuffle.id, phase, worker,
                 f"{shuffle.losses_text()}; no restart left (reference-impl.shuffle.max-restarts "
                 f"is {shuffle.max_restarts})",
             )  # fmt: skip
-            self._fail(shuffle, exc, stimulus)
+            self._failing[shuffle.id] = (exc, stimulus)
         elif involved:
             self._pending.add(shuffle.id)
 
@@ -338,7 +344,14 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
         return sorted(missing)
 
     def remove_worker(self, scheduler: Any, worker: str, *, stimulus_id: str, **kwargs: Any) -> None:
-        """After the removal's own transitions: restart the shuffles it ended."""
+        """After the removal's own transitions: fail or restart the shuffles it ended."""
+        failing, self._failing = self._failing, {}
+        for sid, (exc, stimulus) in sorted(failing.items()):
+            shuffle = self.shuffles.get(sid)
+            if shuffle is not None and shuffle.failure is None:
+                self._fail(shuffle, exc, stimulus)
+            elif shuffle is not None and shuffle.failure is exc:
+                self._err_unbuilt(shuffle, exc, stimulus)
         pending, self._pending = self._pending, set()
         for sid in sorted(pending):
             shuffle = self.shuffles.get(sid)
@@ -411,18 +424,22 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
         shuffle.failure = exc
         shuffle.run = None
         self._pending.discard(shuffle.id)
+        self._err_unbuilt(shuffle, exc, stimulus_id)
+        self._close_on(shuffle.ever, shuffle.id, None, exc.reason, phase=exc.phase, worker=exc.worker)
+
+    def _err_unbuilt(self, shuffle: ShuffleRecord, exc: ShuffleError, stimulus_id: str) -> None:
+        """The barrier errs with ``exc`` (its error reaches every output waiting on it) or,
+        once it ran, every output not built. An output in memory is left alone: built, or
+        lost with a worker being removed, which releases it (erred after that removal)."""
         tasks = self.scheduler.tasks
         ts = tasks.get(shuffle.barrier)
         if ts is not None and ts.state not in ("memory", "erred", "forgotten"):
             self._err(ts, exc, stimulus_id)
-        else:
-            for key in shuffle.unpacks:
-                uts = tasks.get(key)
-                if uts is not None and uts.state not in ("erred", "forgotten") and not (
-                    uts.state == "memory" and uts.who_has
-                ):
-                    self._err(uts, exc, stimulus_id)
-        self._close_on(shuffle.ever, shuffle.id, None, exc.reason, phase=exc.phase, worker=exc.worker)
+            return
+        for key in shuffle.unpacks:
+            uts = tasks.get(key)
+            if uts is not None and uts.state not in ("memory", "erred", "forgotten"):
+                self._err(uts, exc, stimulus_id)
 
     def _fail_unrunnable(self, shuffle_id: str, stimulus_id: str) -> None:
         """An output that waits for a worker that is gone (a safety net: a restart moves

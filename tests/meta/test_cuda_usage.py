@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import META, REPO, run_suite
 
+from conftest import META, REPO, run_suite
 from reference_impl.device import cuda_available
 
 NO_DEVICES = "class _R:\n    @staticmethod\n    def getDeviceCount():\n        {}\nclass cuda:\n    runtime = _R\n"

@@ -7,6 +7,7 @@ import os
 import textwrap
 
 import pytest
+
 from conftest import REPO, run_suite
 
 FAST = "--conformance-ids=STORE-MAP-00[12],STORE-EVICT-002"

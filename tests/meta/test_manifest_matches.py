@@ -6,7 +6,6 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from conftest import run_suite
 
 from conformance.manifest import (
     ManifestError,
@@ -15,6 +14,7 @@ from conformance.manifest import (
     matched_deviations,
     unmatched_failures,
 )
+from conftest import run_suite
 
 # zict.File names the file after the key: STORE-KEY-002's 300-character key fails to spill
 # with "OSError: [Errno 36] File name too long" (docs/findings/zict.md), a quick sure failure.

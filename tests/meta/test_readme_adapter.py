@@ -6,12 +6,11 @@ from __future__ import annotations
 import importlib
 import re
 
-from conftest import REPO
-
 from conformance import shuffle_oracle
 from conformance.loader import validate
 from conformance.shuffle_harness import ShuffleCluster
 from conformance.tables import mixed_case
+from conftest import REPO
 
 
 def _readme_adapter_source() -> str:

@@ -24,8 +24,9 @@ from pathlib import Path
 
 import broken_shuffles
 import pytest
-from conftest import once_per_session, run_suite
 from test_spec import SPEC, _exempt, parse_spec, suite_citations
+
+from conftest import once_per_session, run_suite
 
 # The shuffle machine's pairs cost about 50 s each (a whole machine run per adapter): they run
 # in the nightly workflow (ZOO_FULL=1), not in every CI run, which stays under 15 minutes.

@@ -7,6 +7,7 @@ import importlib
 import re
 
 import pytest
+
 from conftest import REPO
 
 SPEC = REPO / "conformance" / "SPEC.md"

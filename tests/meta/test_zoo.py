@@ -19,8 +19,9 @@ from types import SimpleNamespace
 
 import broken_adapters
 import pytest
-from conftest import once_per_session, run_suite
 from test_spec import SPEC, _exempt, parse_spec, suite_citations
+
+from conftest import once_per_session, run_suite
 
 REPO = Path(__file__).resolve().parents[2]
 IDS = sorted({cid for _, cid in broken_adapters.EXPECTED.values()})

@@ -11,6 +11,7 @@ and the test checks that the kill happened and that the coordinator counted the 
 from __future__ import annotations
 
 import gc
+import logging
 import os
 import signal
 import time
@@ -51,13 +52,14 @@ class Killer(SchedulerPlugin):
     pids: dict[str, int]
     times: int = 1
     target: str | None = None  # kill this worker instead (once the phase starts)
+    when: str | None = None  # "memory": kill the worker that finished the task, in any phase
     fired: list[str] = field(default_factory=list)
     removed: set[str] = field(default_factory=set)
     scheduler: Any = None
     name: str = "test-restart-killer"
 
     def transition(self, key, start, finish, *args, worker=None, **kwargs) -> None:
-        when = "memory" if self.phase == "transfer" else "processing"
+        when = self.when or ("memory" if self.phase == "transfer" else "processing")
         if finish != when or f"-{self.phase}" not in str(key) or len(self.fired) >= self.times:
             return
         if self.fired and self.fired[-1] not in self.removed:
@@ -65,6 +67,8 @@ class Killer(SchedulerPlugin):
         ts = self.scheduler.tasks.get(key)
         if when == "processing":
             worker = ts.processing_on.address if ts is not None and ts.processing_on else None
+        elif ts is not None and ts.who_has:
+            worker = min(ws.address for ws in ts.who_has)
         worker = self.target or worker
         pid = self.pids.get(worker)
         if pid is None:
@@ -89,8 +93,10 @@ def _pids(client) -> dict[str, int]:
     return client.run(os.getpid)
 
 
-def _arm(c, client, phase: str, times: int = 1, target: str | None = None) -> Killer:
-    killer = Killer(phase, _pids(client), times, target, scheduler=c.scheduler)
+def _arm(
+    c, client, phase: str, times: int = 1, target: str | None = None, when: str | None = None
+) -> Killer:
+    killer = Killer(phase, _pids(client), times, target, when, scheduler=c.scheduler)
     c.scheduler.add_plugin(killer, name=f"{killer.name}-{phase}-{time.monotonic()}")
     return killer
 
@@ -197,6 +203,16 @@ def test_outputs_built_before_a_loss_are_kept_not_built_again(restart_cluster):
     assert_clean(client, timeout=30)
 
 
+def _states(c, futures) -> list[str]:
+    """Each future's status, its task's state on the scheduler, and the task's last steps."""
+    out = []
+    for f in futures:
+        ts = c.scheduler.tasks.get(f.key)
+        story = [(t[1], t[2], t[4]) for t in c.scheduler.story(f.key)][-6:]
+        out.append(f"{f.key}: {f.status}, {ts.state if ts else 'gone'} {story}")
+    return out
+
+
 def _memory_transitions(c, key) -> int:
     return sum(1 for t in c.scheduler.story(key) if len(t) > 2 and t[2] == "memory")
 
@@ -264,3 +280,35 @@ def test_max_restarts_must_be_a_count(tmp_path):
         with dask.config.set({"reference-impl.shuffle.max-restarts": 1}):  # nothing was lost
             check_shuffle([arrow_input(0)], client.gather(shuffle(client, inputs, "k", 2)), "k", 2)
 
+
+
+@pytest.mark.slow
+def test_outputs_lost_past_max_restarts_err_with_the_shuffle(restart_cluster, caplog):
+    """max-restarts 0, and the worker that built the first output dies with it: every output
+    not held by the survivor errs with the ShuffleError. The scheduler has no memory -> erred,
+    so a lost output is erred once the removal has released it (erring it at once logged
+    'Error transitioning' and left it to be built again)."""
+    c, client = restart_cluster
+    inputs = _inputs(client, [arrow_input(s) for s in range(N_INPUTS)])
+    killer = _arm(c, client, "unpack", when="memory")
+    with (
+        caplog.at_level(logging.ERROR, logger="distributed.scheduler"),
+        dask.config.set({"reference-impl.shuffle.max-restarts": 0}),
+    ):
+        outs = shuffle(client, inputs, "k", NPARTITIONS)
+        deadline = time.monotonic() + 60  # not distributed.wait: a 'lost' future counts as done
+        while {f.status for f in outs} - {"finished", "error"}:
+            assert time.monotonic() < deadline, "outputs that never ended:\n" + "\n".join(_states(c, outs))
+            time.sleep(0.1)
+    assert len(killer.fired) == 1, "the killer never fired"
+    erred = [f for f in outs if f.status == "error"]
+    assert erred, [f.status for f in outs]
+    for f in erred:
+        exc = f.exception()
+        assert isinstance(exc, ShuffleError) and "max-restarts is 0" in str(exc), repr(exc)
+        assert exc.phase == "unpack" and exc.worker == killer.fired[0], repr(exc)
+        _release(exc)
+    assert "Error transitioning" not in caplog.text, caplog.text
+    del outs, erred, f, exc
+    _wait_workers(client, 2)
+    assert_clean(client, timeout=30)

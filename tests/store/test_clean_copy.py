@@ -17,9 +17,9 @@ import random
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import NB
 from store_invariants import check_store
 
+from conftest import NB
 from reference_impl import ProxifyHostFile, Table
 from reference_impl.store import SpillIntegrityError, SpillWarning, state_of
 from reference_impl.store.disk import SpillDir

@@ -6,8 +6,8 @@ import collections
 import gc
 
 import numpy as np
-from conftest import NB, value_of
 
+from conftest import NB, value_of
 from reference_impl import ProxyObject, SimArray
 
 

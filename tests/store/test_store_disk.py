@@ -11,8 +11,8 @@ import textwrap
 
 import numpy as np
 import pytest
-from conftest import NB, value_of
 
+from conftest import NB, value_of
 from reference_impl import ProxifyHostFile
 from reference_impl.store import SpillIntegrityError, disk, serialize
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import NB, value_of
 
+from conftest import NB, value_of
 from reference_impl import ProxifyHostFile
 from reference_impl.store import SpillDirectoryError, StoreClosedError
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import gc
 
 import pytest
-from conftest import NB, value_of
 
+from conftest import NB, value_of
 from reference_impl import ProxyObject, SimArray
 
 

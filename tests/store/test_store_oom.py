@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import NB, value_of
 
+from conftest import NB, value_of
 from reference_impl import DeviceOutOfMemoryError, ProxifyHostFile, get_device
 
 

@@ -7,8 +7,8 @@ import pickle
 
 import numpy as np
 import pytest
-from conftest import NB
 
+from conftest import NB
 from reference_impl import ProxyObject, SimArray
 
 

@@ -8,8 +8,8 @@ import threading
 import time
 
 import pytest
-from conftest import NB
 
+from conftest import NB
 from reference_impl import ProxifyHostFile, get_device
 
 
