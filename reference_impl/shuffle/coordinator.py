@@ -38,6 +38,7 @@ from distributed.protocol import pickle
 from .errors import ShuffleError
 from .messages import BARRIER_OP, CLOSE_OP, GET_RUN_OP, REGISTER_OP, RESTART_OP
 from .plan import place
+from .spec import KEY_PREFIX, ShuffleSpec
 
 logger = logging.getLogger(__name__)
 MAX_RESTARTS = 3  # config reference-impl.shuffle.max-restarts (as distributed's allowed-failures)
@@ -276,6 +277,30 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
             recs[key] = "released"
         return recs
 
+    def update_graph(self, scheduler: Any, *, client: str, tasks: list, **kwargs: Any) -> None:
+        """A shuffle inside a dask graph registers as the graph arrives, before any of its
+        tasks is transitioned: its barrier carries the spec, with every transfer as a
+        dependency. Outputs a culled graph left out are still the shuffle's, never built."""
+        for key in tasks:
+            if not (isinstance(key, str) and key.startswith(KEY_PREFIX) and key.endswith("-barrier")):
+                continue
+            shuffle_id = key[: -len("-barrier")]
+            ts = scheduler.tasks.get(key)
+            spec = getattr(ts.run_spec, "args", (None,))[0] if ts is not None else None
+            if not isinstance(spec, ShuffleSpec) or spec.max_restarts is None:
+                continue  # registered by its client before it submitted
+            if shuffle_id in self.shuffles:
+                continue  # each graph's shuffle has its own id (in_dask): seen already
+            self.register(
+                shuffle_id,
+                spec.npartitions,
+                key,
+                transfers=sorted(str(dts.key) for dts in ts.dependencies),
+                unpacks=[f"{shuffle_id}-unpack-{i}" for i in range(spec.npartitions)],
+                client=None,
+                max_restarts=spec.max_restarts,
+            )
+
     # --- losing a worker ------------------------------------------------------------------
     def log_event(self, topic: str, msg: Any) -> None:
         """A worker is being removed, before its tasks are transitioned: decide here, while
@@ -370,10 +395,10 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
         loop = self.scheduler.loop
         if key == shuffle.barrier:
             if finish == "forgotten":
-                loop.add_callback(self._forget, sid, "its outputs were released")
+                loop.add_callback(self._forget, sid, "its outputs were released", shuffle)
             elif finish in ("released", "erred") and sid not in self._restarting:
                 # After this transition (and a worker removal that caused it) completes.
-                loop.add_callback(self._end_run, sid, f"its barrier was {finish}")
+                loop.add_callback(self._end_run, sid, f"its barrier was {finish}", shuffle)
         elif finish == "waiting" and key in shuffle.output_of:
             self._restrict(shuffle, key)  # submitted after the run started
         elif finish == "forgotten" and shuffle.barrier not in self.scheduler.tasks:
@@ -391,11 +416,12 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
             if shuffle.client == client and not any(k in scheduler.tasks for k in shuffle.keys):
                 self._forget(shuffle.id, f"its client {client} left before submitting it")
 
-    def _end_run(self, shuffle_id: str, reason: str) -> None:
+    def _end_run(self, shuffle_id: str, reason: str, record: ShuffleRecord | None = None) -> None:
         """The barrier was released or erred: the run's workers drop its state, unless the
-        barrier is needed again (then the run goes on)."""
+        barrier is needed again (then the run goes on). ``record``: the shuffle this was
+        decided for (a graph submitted again since registers a new one, left alone)."""
         shuffle = self.shuffles.get(shuffle_id)
-        if shuffle is None:
+        if shuffle is None or (record is not None and shuffle is not record):
             return
         ts = self.scheduler.tasks.get(shuffle.barrier)
         if ts is not None and ts.state not in ("released", "erred", "forgotten"):
@@ -407,10 +433,11 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
         elif run is not None:
             self._close_on(run.workers, shuffle.id, run.id, reason)
 
-    def _forget(self, shuffle_id: str, reason: str) -> None:
-        shuffle = self.shuffles.pop(shuffle_id, None)
-        if shuffle is None:
+    def _forget(self, shuffle_id: str, reason: str, record: ShuffleRecord | None = None) -> None:
+        shuffle = self.shuffles.get(shuffle_id)
+        if shuffle is None or (record is not None and shuffle is not record):
             return
+        del self.shuffles[shuffle_id]
         for key in shuffle.keys:
             self.by_key.pop(key, None)
         if shuffle.losses:

@@ -18,6 +18,12 @@ class ShuffleSpec:
     on: tuple[str, ...]
     npartitions: int
     schema: Any  # pyarrow.Schema of every input and output
+    # True: ``on`` is one integer column that holds each row's output (dask's own
+    # ``_partitions``, from its hash or its quantiles), so no key is hashed.
+    destination: bool = False
+    # Set for a shuffle inside a dask graph (``in_dask``), which registers itself with the
+    # coordinator as its graph arrives; None: its client registered it before submitting.
+    max_restarts: int | None = None
 
 
 @dataclass(frozen=True)

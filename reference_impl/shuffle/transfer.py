@@ -22,7 +22,7 @@ from distributed.protocol.serialize import dask_deserialize, dask_serialize
 from reference_impl.device.common import once
 from reference_impl.store.proxy import unwrap
 from reference_impl.table import Table
-from reference_impl.table.partition import partition_grouped
+from reference_impl.table.partition import partition_by_destination, partition_grouped
 
 from .errors import PeerLost, RunSuperseded, ShuffleError
 from .messages import GET_RUN_OP, ask, run_from
@@ -155,8 +155,12 @@ def _partition_and_send(
     # the partitioned copy, the kernels' row ids and per-partition counts
     with ext.room(nbytes + ROW_OVERHEAD * (stop - start) + 16 * npartitions):
         table = unwrap(value)
-        grouped, offsets = partition_grouped(table.slice(start, stop), list(spec.on), npartitions)
-        del table
+        rows_in = table.slice(start, stop)
+        if spec.shuffle.destination:
+            grouped, offsets = partition_by_destination(rows_in, spec.on[0], npartitions)
+        else:
+            grouped, offsets = partition_grouped(rows_in, list(spec.on), npartitions)
+        del table, rows_in
         # one d2h copy per buffer; the device copies go before anything is sent
         packed = pack_grouped(grouped, offsets, source)
         del grouped

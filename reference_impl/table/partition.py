@@ -24,6 +24,7 @@ from typing import Any
 
 from reference_impl import kernels
 
+from . import devops
 from .column import Column
 from .errors import ColumnNotFoundError
 from .table import Table
@@ -138,3 +139,34 @@ def _table_of(table: Table, result: Any, views: list[Any], rows: int) -> Table:
         else:
             cols[name] = Column._trusted(device, col.type, data, valid, None, col.nullable)
     return Table._trusted(device, cols, rows, table.metadata)
+
+
+def partition_by_destination(table: Table, column: str, npartitions: int) -> tuple[Table, list[int]]:
+    """``partition_grouped``'s ``(grouped, offsets)`` where ``column`` already holds each
+    row's output (what dask computes for a hash shuffle, ``set_index`` and
+    ``sort_values``), so no key is hashed: row order is kept within an output.
+
+    ``column`` must be integers without nulls in ``[0, npartitions)``; else a ValueError
+    names the column and the first bad value, before anything is allocated."""
+    _check(table, [column], npartitions)
+    col = table.column(column)
+    if col.is_string or col.data.dtype.kind not in "iu":
+        raise TypeError(f"destination column {column!r} must hold integers, not {col.type}")
+    device = table.device
+    xp = devops.namespace(device)
+    if col.valid is not None and not bool(xp.all(devops.readable(device, col.valid))):
+        raise ValueError(f"destination column {column!r} has nulls")
+    if table.num_rows:
+        view = devops.readable(device, col.data)
+        lo, hi = devops.to_int(xp.min(view)), devops.to_int(xp.max(view))
+        if lo < 0 or hi >= npartitions:
+            raise ValueError(
+                f"destination column {column!r} holds {lo if lo < 0 else hi}, outside "
+                f"[0, {npartitions}) for {npartitions} outputs"
+            )
+    order = xp.argsort(col.data, kind="stable")  # on the device (a SimArray on sim)
+    counts = xp.bincount(devops.readable(device, col.data), minlength=npartitions)
+    offsets = [0]
+    for c in counts.tolist():
+        offsets.append(offsets[-1] + int(c))
+    return table.take(order), offsets

@@ -1,0 +1,149 @@
+"""The memory-bounded shuffle inside dask's own graph, under dask's own API.
+
+``DataFrame.shuffle``, ``merge``/``join``, shuffle-based ``groupby`` aggregations,
+``drop_duplicates``, ``set_index`` and ``sort_values`` all lower to one dask-expr
+expression, ``Shuffle``, over a frame whose ``_partitions`` column dask has already
+filled with each row's output (its own hash, numeric keys cast to float64, or its
+quantiles). With ``dataframe.shuffle.method`` set to ``"device"`` that expression lowers
+to :class:`DeviceShuffle`: the reference's transfer, barrier and unpack tasks, with each
+row sent where ``_partitions`` says. Nothing is submitted before ``compute``/``persist``
+and no future is embedded, so the result is an ordinary dask collection.
+
+dask offers no registry of shuffle methods: ``Shuffle._lower`` is wrapped, here only, for
+the dask versions in ``TESTED_DASK`` (another version fails loudly at :func:`install`).
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import dask
+import distributed
+from dask._task_spec import Task, TaskRef
+from dask.dataframe.dask_expr._shuffle import Shuffle, SimpleShuffle
+from dask.utils import get_default_shuffle_method
+
+from .barrier import barrier
+from .frames import arrow_schema_of, to_frame, to_table
+from .spec import KEY_PREFIX, ShuffleSpec
+from .transfer import transfer
+from .unpack import unpack
+
+METHOD = "device"  # the value of dask's ``dataframe.shuffle.method`` that routes here
+TESTED_DASK = ("2026.8.",)  # prefixes of the dask versions whose Shuffle._lower is wrapped
+DESTINATION = "_partitions"  # the column dask's lowering fills with each row's output
+
+_original_lower: Any = None
+
+
+def install(client: distributed.Client | None = None) -> None:
+    """Route dask's shuffles with method ``"device"`` here, and put the coordinator and
+    the worker extension on ``client``'s cluster (the default client's if None)."""
+    from .api import _ensure_plugins
+
+    _wrap_lowering()
+    _ensure_plugins(client or distributed.get_client())
+
+
+@contextmanager
+def device_shuffle(client: distributed.Client | None = None) -> Iterator[None]:
+    """The switch: inside it, every dask shuffle that does not name another method runs
+    through the reference's memory-bounded shuffle on ``client``'s cluster."""
+    install(client)
+    with dask.config.set({"dataframe.shuffle.method": METHOD}):
+        yield
+
+
+def _wrap_lowering() -> None:
+    global _original_lower
+    if _original_lower is not None:
+        return
+    if not dask.__version__.startswith(TESTED_DASK):
+        raise RuntimeError(
+            f"the device shuffle wraps dask-expr's Shuffle._lower, tested with dask "
+            f"{', '.join(v + '*' for v in TESTED_DASK)}; this is dask {dask.__version__}"
+        )
+    original = Shuffle._lower
+
+    @functools.wraps(original)
+    def _lower(self: Any) -> Any:
+        if (self.method or get_default_shuffle_method()) != METHOD:
+            return original(self)
+        return _lowered(self)
+
+    Shuffle._lower = _lower
+    _original_lower = original
+
+
+def _lowered(expr: Any) -> Any:
+    """``expr`` (a dask-expr Shuffle) as a DeviceShuffle, its frame checked here, on the
+    client, before anything is submitted."""
+    from .api import check_frame_schema, max_restarts
+
+    index = expr.partitioning_index
+    index = index[0] if isinstance(index, list) and len(index) == 1 else index
+    meta = expr.frame._meta
+    if index != DESTINATION or DESTINATION not in meta.columns:
+        raise NotImplementedError(
+            f"the device shuffle takes the {DESTINATION!r} column dask's lowering adds, "
+            f"not a partitioning index of {index!r}"
+        )
+    check_frame_schema(meta)
+    options = {**(expr.options or {}), "max_restarts": max_restarts()}
+    return DeviceShuffle(
+        expr.frame,
+        DESTINATION,
+        expr.npartitions_out,
+        expr.ignore_index,
+        options,
+        expr.original_partitioning_index,
+    )
+
+
+class _Unfused(Task):
+    """A task dask's graph optimizations never fuse into another: an unpack must keep its
+    key, which the coordinator restricts to the worker its shards went to (fused, say
+    into ``.values``'s chain, it ran anywhere)."""
+
+    @property
+    def block_fusion(self) -> bool:
+        return True
+
+
+class DeviceShuffle(SimpleShuffle):
+    """dask's Shuffle as the reference's tasks: a table per input partition, its transfer,
+    the barrier, and per output its unpack and its frame (cast to ``meta``)."""
+
+    def _layer(self) -> dict:
+        # The outputs keep dask's deterministic keys; the shuffle's own tasks get an id of
+        # this graph's: the same collection computed again (after .values, persist, or
+        # while the last run's tasks are being forgotten) is a new shuffle, never a late
+        # share of a run that has ended.
+        token = self._name.split("-")[-1]
+        shuffle_id = f"{KEY_PREFIX}{token[:16]}-{uuid.uuid4().hex[:12]}"
+        npartitions = self.npartitions_out
+        meta = self.frame._meta
+        schema = arrow_schema_of(meta)
+        spec = ShuffleSpec(
+            shuffle_id, (DESTINATION,), npartitions, schema,
+            destination=True, max_restarts=int(self.options["max_restarts"]),
+        )  # fmt: skip
+        dsk: dict = {}
+        transfers = []
+        for i in range(self.frame.npartitions):
+            table = Task(f"{shuffle_id}-table-{i}", to_table, TaskRef((self.frame._name, i)), schema, i)
+            sent = Task(f"{shuffle_id}-transfer-{i}", transfer, spec, [i], table.ref())
+            dsk[table.key], dsk[sent.key] = table, sent
+            transfers.append(sent.ref())
+        done = Task(f"{shuffle_id}-barrier", barrier, spec, *transfers)
+        dsk[done.key] = done
+        parts_out = self._partitions if self._filtered else range(npartitions)
+        for i, part in enumerate(parts_out):
+            built = _Unfused(f"{shuffle_id}-unpack-{part}", unpack, done.ref(), part)
+            dsk[built.key] = built
+            dsk[(self._name, i)] = Task((self._name, i), to_frame, built.ref(), meta)
+        return dsk
