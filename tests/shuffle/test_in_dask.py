@@ -132,12 +132,15 @@ def test_set_index_goes_by_dask_quantiles_and_sort_values_is_right(dask_cluster,
     with in_dask.device_shuffle(client):
         got_index = dd.from_pandas(pdf, npartitions=4).set_index("x", npartitions=3).compute()
         assert len(seen.barriers) == 1, seen.barriers
-        # Not asserted to reach the shuffle: on this cluster dask planned sort_values as a
-        # repartition and a blockwise sort (no Shuffle to lower), though the same expression
-        # lowers to a DeviceShuffle under the sync scheduler; not understood yet.
-        got_sorted = dd.from_pandas(other, npartitions=4).sort_values("x", npartitions=3).compute()
+        # .compute() of a sort_values is no shuffle under any method: dask first concatenates
+        # the input to one partition (FinalizeCompute's RepartitionToFewer is pushed below
+        # the sort) and sorts it blockwise. Its partitions, computed apart, are shuffled.
+        parts = client.compute(dd.from_pandas(other, npartitions=4).sort_values("x", npartitions=3).to_delayed(), sync=True)
+        assert len(seen.barriers) == 2, seen.barriers
     pd.testing.assert_frame_equal(got_index, pdf.set_index("x").sort_index())
+    got_sorted = pd.concat(parts)
     pd.testing.assert_frame_equal(got_sorted.reset_index(drop=True), other.sort_values("x").reset_index(drop=True))
+    assert all(len(p) for p in parts), [len(p) for p in parts]
     _wait_no_tasks(client)
     assert_clean(client)
 
