@@ -2,24 +2,103 @@
 input partition is cast to the Arrow schema of ``meta`` before it becomes a Table (so all
 inputs agree), and every output is cast back to ``meta``'s dtypes (as P2P does). A
 partition that cannot be cast is an error naming the partition, the column and both
-types, never a silently different result."""
+types, never a silently different result. Dtypes a Table cannot hold but a carrier can
+(:mod:`.carriers`: categoricals, float16, date32, decimals) travel as their carriers."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import distributed
+import pandas as pd
 import pyarrow as pa
+
+from .carriers import CarryError, carrier_for
+
+
+def held_type(type_: pa.DataType) -> pa.DataType:
+    """The type a column of Arrow type ``type_`` is held as: an object column with no
+    sample (Arrow's ``null``, what an empty ``meta`` gives) holds strings, as in practice
+    it does. The one place this rule lives."""
+    return pa.string() if pa.types.is_null(type_) else type_
 
 
 def arrow_schema_of(meta: Any) -> pa.Schema:
-    """The Arrow schema of ``meta`` with its index as a column; an object column with no
-    sample (Arrow's ``null``) holds strings, as in practice it does."""
-    schema = pa.Schema.from_pandas(meta, preserve_index=True)
+    """The Arrow schema ``meta``'s partitions travel as: its index as a column, each
+    carried dtype as its carrier's type, each sampleless object column as strings."""
+    schema = pa.Schema.from_pandas(_carried(meta, meta, "meta"), preserve_index=True)
     for i, field in enumerate(schema):
-        if pa.types.is_null(field.type):
-            schema = schema.set(i, field.with_type(pa.string()))
+        schema = schema.set(i, field.with_type(held_type(field.type)))
     return schema
+
+
+def _is_cudf(frame: Any) -> bool:
+    return type(frame).__module__.startswith("cudf")
+
+
+def _labelled(meta: Any) -> list[tuple[str | None, str, Any]]:
+    """``meta``'s columns and (single) index as (column name, how errors name it, values)."""
+    out = [(str(name), f"column {name!r}", meta[name]) for name in meta.columns]
+    if meta.index.nlevels == 1:
+        name = meta.index.name
+        out.append((None, "index" if name is None else f"index {name!r}", meta.index))
+    return out
+
+
+def check_frame_schema(meta: Any, *, carriers: bool = False) -> None:
+    """Every column and the index of a dask DataFrame's ``_meta`` must be one a Table
+    holds or, with ``carriers`` (the lazy path), one a carrier moves; checked on the
+    client from ``meta`` alone, before anything is submitted."""
+    from reference_impl.table.dtypes import check_arrow_type
+
+    carriers = carriers and not _is_cudf(meta)
+    for name, label, values in _labelled(meta):
+        carrier = carrier_for(values.dtype) if carriers else None
+        if carrier is not None:
+            reason = carrier.refuse(values.dtype)
+            if reason:
+                raise TypeError(f"{label} has dtype {values.dtype}, which the shuffle does not support: {reason}")
+            continue
+        try:
+            type_ = pa.Schema.from_pandas(values.to_frame(name="_"), preserve_index=False).field(0).type
+        except (pa.ArrowException, TypeError, ValueError) as exc:
+            raise TypeError(f"{label} has dtype {values.dtype}, which Arrow cannot hold: {exc}") from exc
+        try:
+            check_arrow_type(name, held_type(type_))
+        except TypeError as exc:
+            raise TypeError(
+                f"{label} has dtype {values.dtype}, which the shuffle does not support: {exc}"
+            ) from exc
+
+
+def _carried(df: Any, meta: Any, partition: int | str) -> Any:
+    """``df`` with each column (and the index) whose meta dtype has a carrier carried."""
+    if _is_cudf(meta):
+        return df
+    out = df
+    for name in meta.columns:
+        carrier = carrier_for(meta[name].dtype)
+        if carrier is not None and name in df.columns:
+            if out is df:
+                out = df.copy(deep=False)
+            out[name] = _carry(carrier, df[name], meta[name].dtype, f"column {name!r}", partition)
+    carrier = carrier_for(meta.index.dtype)
+    if carrier is not None:
+        out = df.copy(deep=False) if out is df else out
+        values = pd.Series(df.index, copy=False)
+        out.index = pd.Index(_carry(carrier, values, meta.index.dtype, "the index", partition), name=df.index.name)
+    return out
+
+
+def _carry(carrier: Any, values: pd.Series, dtype: Any, what: str, partition: int | str) -> Any:
+    try:
+        return carrier.carry(values, dtype)
+    except CarryError as exc:
+        where = "meta" if partition == "meta" else f"input partition {partition}"
+        raise TypeError(
+            f"{where}: {what} has dtype {values.dtype}, which cannot be carried as meta's "
+            f"{dtype}: {exc}"
+        ) from None
 
 
 def _on_a_worker(what: str) -> distributed.Worker:
@@ -32,17 +111,19 @@ def _on_a_worker(what: str) -> distributed.Worker:
         ) from None
 
 
-def to_table(df: Any, schema: pa.Schema, partition: int) -> Any:
-    """Task: input partition ``partition`` as a Table on this worker's device."""
+def to_table(df: Any, meta: Any, schema: pa.Schema, partition: int) -> Any:
+    """Task: input partition ``partition`` as a Table on this worker's device, its
+    carried dtypes (``meta``'s) as their carriers."""
     from reference_impl.device import get_device
     from reference_impl.table import Table
 
     _on_a_worker(f"input partition {partition}")
-    if type(df).__module__.startswith("cudf"):
+    if _is_cudf(df):
         return Table.from_cudf(df, get_device("auto"))
     extra = [str(c) for c in df.columns if c not in schema.names]
     if extra:
         raise TypeError(f"input partition {partition} has columns meta lacks: {', '.join(extra)}")
+    df = _carried(df, meta, partition)
     try:
         arrow = pa.Table.from_pandas(df, schema=schema, preserve_index=True)
     except (pa.ArrowException, KeyError, TypeError, ValueError) as exc:
@@ -69,13 +150,18 @@ def _cast_error(df: Any, schema: pa.Schema, partition: int, exc: Exception) -> s
 
 
 def to_frame(table: Any, meta: Any) -> Any:
-    """Task: an output Table as a frame with ``meta``'s columns, index and dtypes."""
-    if type(meta).__module__.startswith("cudf"):
+    """Task: an output Table as a frame with ``meta``'s columns, index and dtypes (the
+    carried ones restored from their carriers)."""
+    if _is_cudf(meta):
         return table.to_cudf()
-    out = table.to_pandas()
+    arrow = table.to_arrow()
+    out = arrow.to_pandas()
     for name in meta.columns:
         want = meta[name].dtype
-        if out[name].dtype != want:
+        carrier = carrier_for(want)
+        if carrier is not None:
+            out[name] = carrier.restore(arrow.column(str(name)), want)
+        elif out[name].dtype != want:
             try:
                 out[name] = out[name].astype(want)
             except (TypeError, ValueError) as exc:
@@ -83,7 +169,11 @@ def to_frame(table: Any, meta: Any) -> Any:
                     f"output column {name!r} came back as {out[name].dtype} and cannot be "
                     f"cast to meta's {want}: {exc}"
                 ) from None
-    if out.index.dtype != meta.index.dtype:
+    carrier = carrier_for(meta.index.dtype)
+    if carrier is not None:
+        field = arrow.schema.pandas_metadata["index_columns"][0]
+        out.index = pd.Index(carrier.restore(arrow.column(field), meta.index.dtype))
+    elif out.index.dtype != meta.index.dtype:
         out.index = out.index.astype(meta.index.dtype)
     out.index.name = meta.index.name
     return out

@@ -28,7 +28,7 @@ from dask.dataframe.dask_expr._shuffle import Shuffle, SimpleShuffle
 from dask.utils import get_default_shuffle_method
 
 from .barrier import barrier
-from .frames import arrow_schema_of, to_frame, to_table
+from .frames import arrow_schema_of, check_frame_schema, to_frame, to_table
 from .spec import KEY_PREFIX, ShuffleSpec
 from .transfer import transfer
 from .unpack import unpack
@@ -81,8 +81,8 @@ def _wrap_lowering() -> None:
 
 def _lowered(expr: Any) -> Any:
     """``expr`` (a dask-expr Shuffle) as a DeviceShuffle, its frame checked here, on the
-    client, before anything is submitted."""
-    from .api import check_frame_schema, max_restarts
+    client, before anything is submitted (carried dtypes allowed: :mod:`.carriers`)."""
+    from .api import max_restarts
 
     index = expr.partitioning_index
     index = index[0] if isinstance(index, list) and len(index) == 1 else index
@@ -92,7 +92,7 @@ def _lowered(expr: Any) -> Any:
             f"the device shuffle takes the {DESTINATION!r} column dask's lowering adds, "
             f"not a partitioning index of {index!r}"
         )
-    check_frame_schema(meta)
+    check_frame_schema(meta, carriers=True)
     options = {**(expr.options or {}), "max_restarts": max_restarts()}
     return DeviceShuffle(
         expr.frame,
@@ -135,7 +135,7 @@ class DeviceShuffle(SimpleShuffle):
         dsk: dict = {}
         transfers = []
         for i in range(self.frame.npartitions):
-            table = Task(f"{shuffle_id}-table-{i}", to_table, TaskRef((self.frame._name, i)), schema, i)
+            table = Task(f"{shuffle_id}-table-{i}", to_table, TaskRef((self.frame._name, i)), meta, schema, i)
             sent = Task(f"{shuffle_id}-transfer-{i}", transfer, spec, [i], table.ref())
             dsk[table.key], dsk[sent.key] = table, sent
             transfers.append(sent.ref())

@@ -196,9 +196,11 @@ def test_a_partition_that_does_not_match_meta_names_the_column(dask_cluster):
 
 
 def test_an_unsupported_dtype_is_refused_before_anything_is_submitted(dask_cluster):
+    import pyarrow as pa
+
     _, client = dask_cluster
-    pdf = pd.DataFrame({"k": [1, 2, 3], "c": pd.Categorical(["a", "b", "a"])})
-    with in_dask.device_shuffle(client), pytest.raises(TypeError, match="column 'c' has dtype category"):
+    pdf = pd.DataFrame({"k": [1, 2, 3], "c": pd.Series([[1], [2, 3], None], dtype=pd.ArrowDtype(pa.list_(pa.int64())))})
+    with in_dask.device_shuffle(client), pytest.raises(TypeError, match=r"column 'c' has dtype list<item: int64>\[pyarrow\]"):
         dd.from_pandas(pdf, npartitions=2).shuffle("k", npartitions=2).compute()
     assert _scheduler_tasks(client) == 0
 

@@ -1,0 +1,219 @@
+"""Dtypes a Table cannot hold, through the lazy shuffle (``reference_impl.shuffle.carriers``):
+categoricals, float16, date32 and decimals carried and restored to meta's exact dtypes;
+everything else refused on the client before anything is submitted.
+
+Each carried result is checked against pandas with exact dtypes, nulls included, and each
+test checks that the computation reached this shuffle (``seen.barriers``)."""
+
+from __future__ import annotations
+
+import decimal
+
+import dask
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+import test_in_dask
+from shuffle_helpers import assert_clean
+from test_in_dask import _scheduler_tasks, _wait_no_tasks
+
+from reference_impl.shuffle import in_dask
+from reference_impl.table.dtypes import SUPPORTED
+
+dask_cluster = test_in_dask.dask_cluster  # test_in_dask's fixtures (a cluster for this module)
+seen = test_in_dask.seen
+
+CAT = pd.CategoricalDtype(["z", "b", "a", "unused"], ordered=True)  # not sorted, one never used
+
+
+def _categorical_frame(n: int = 600, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    values = rng.choice(np.array(["a", "b", "z", None], dtype=object), n)
+    return pd.DataFrame(
+        {"c": pd.Categorical(values, dtype=CAT), "x": rng.random(n)},
+        index=pd.Index(np.arange(n) * 2, name="rid"),
+    )
+
+
+def _partitions(client, collection) -> list[pd.DataFrame]:
+    return client.compute(collection.to_delayed(), sync=True)
+
+
+def test_a_known_categorical_key_shuffles_with_meta_categories_and_order(dask_cluster, seen):
+    _, client = dask_cluster
+    pdf = _categorical_frame()
+    with in_dask.device_shuffle(client):
+        parts = _partitions(client, dd.from_pandas(pdf, npartitions=4).shuffle("c", npartitions=3))
+    assert len(seen.barriers) == 1, seen.barriers
+    for part in parts:  # each output has exactly meta's categories, their order and ordered
+        assert part["c"].dtype == CAT and list(part["c"].cat.categories) == list(CAT.categories)
+    owners: dict = {}
+    for i, part in enumerate(parts):
+        for value in part["c"].astype(object).unique():
+            assert owners.setdefault(value, i) == i, f"{value!r} in partitions {owners[value]} and {i}"
+    got = pd.concat(parts).sort_index()
+    pd.testing.assert_frame_equal(got, pdf.sort_index())
+    assert got["c"].isna().sum() == pdf["c"].isna().sum() > 0
+    assert (got["c"] < "a").tolist() == (pdf.sort_index()["c"] < "a").tolist()  # the order kept
+    _wait_no_tasks(client)
+    assert_clean(client)
+
+
+def test_a_merge_on_a_categorical_key_equals_pandas(dask_cluster, seen):
+    _, client = dask_cluster
+    left = _categorical_frame(500, 1).reset_index()
+    right = _categorical_frame(300, 2).reset_index(drop=True).rename(columns={"x": "y"})
+    a, b = dd.from_pandas(left, npartitions=3), dd.from_pandas(right, npartitions=2)
+    with in_dask.device_shuffle(client):
+        got = a.merge(b, on="c", how="inner", shuffle_method=None, broadcast=False).compute()
+    assert len(seen.barriers) == 2, seen.barriers  # the two sides of the merge
+    want = left.merge(right, on="c")
+    cols = list(want.columns)
+    assert got["c"].dtype == CAT
+    pd.testing.assert_frame_equal(
+        got[cols].sort_values(["rid", "y"]).reset_index(drop=True),
+        want.sort_values(["rid", "y"]).reset_index(drop=True),
+    )
+    _wait_no_tasks(client)
+    assert_clean(client)
+
+
+def test_a_categorical_index_comes_back_with_meta_categories(dask_cluster, seen):
+    _, client = dask_cluster
+    rng = np.random.default_rng(3)
+    pdf = pd.DataFrame(
+        {"k": rng.integers(0, 30, 400), "x": rng.random(400)},
+        index=pd.CategoricalIndex(rng.choice(["p", "q", "r"], 400), categories=["r", "q", "p"], name="ci"),
+    )
+    with in_dask.device_shuffle(client):
+        parts = _partitions(client, dd.from_pandas(pdf, npartitions=3).shuffle("k", npartitions=4))
+    assert len(seen.barriers) == 1, seen.barriers
+    assert all(p.index.dtype == pdf.index.dtype for p in parts), [p.index.dtype for p in parts]
+    got = pd.concat(parts)
+    pd.testing.assert_frame_equal(got.sort_values("x"), pdf.sort_values("x"))
+    _wait_no_tasks(client)
+
+
+def test_unknown_categories_come_back_as_the_values_present(dask_cluster, seen):
+    """dask's unknown categories: each output's categories are those of its values."""
+    _, client = dask_cluster
+    pdf = _categorical_frame(400, 4)
+    pdf["c"] = pdf["c"].cat.as_unordered()
+    ddf = dd.from_pandas(pdf, npartitions=3)
+    ddf = ddf.assign(c=ddf["c"].cat.as_unknown())
+    with in_dask.device_shuffle(client):
+        parts = _partitions(client, ddf.shuffle("c", npartitions=3))
+    assert len(seen.barriers) == 1, seen.barriers
+    for part in parts:
+        present = sorted(part["c"].dropna().astype(str).unique())
+        assert isinstance(part["c"].dtype, pd.CategoricalDtype) and not part["c"].cat.ordered
+        assert list(part["c"].cat.categories) == present
+    got = pd.concat(parts).sort_index()
+    want = pdf.sort_index()
+    pd.testing.assert_series_equal(got["c"].astype(object), want["c"].astype(object))
+    pd.testing.assert_series_equal(got["x"], want["x"])
+    _wait_no_tasks(client)
+
+
+def test_ordered_unknown_categories_are_refused_before_anything_is_submitted(dask_cluster):
+    _, client = dask_cluster
+    ddf = dd.from_pandas(_categorical_frame(50), npartitions=2)
+    ddf = ddf.assign(c=ddf["c"].cat.as_unknown())
+    with in_dask.device_shuffle(client), pytest.raises(TypeError) as info:
+        ddf.shuffle("x", npartitions=2).compute()
+    assert str(info.value).startswith(
+        "column 'c' has dtype category, which the shuffle does not support: an ordered "
+        "categorical with unknown categories"
+    )
+    assert _scheduler_tasks(client) == 0
+
+
+def test_a_value_outside_meta_categories_names_the_column(dask_cluster):
+    _, client = dask_cluster
+    meta = pd.DataFrame({"k": pd.Series([], dtype="int64"), "c": pd.Categorical([], dtype=CAT)})
+    part = pd.DataFrame({"k": [1, 2], "c": pd.Categorical(["a", "q"])})
+    ddf = dd.from_delayed([dask.delayed(part)], meta=meta, verify_meta=False)
+    with in_dask.device_shuffle(client), pytest.raises(TypeError) as info:
+        ddf.shuffle("k", npartitions=2).compute()
+    assert str(info.value).startswith(
+        "input partition 0: column 'c' has dtype category, which cannot be carried as meta's "
+        "category: values ['q'] are not among meta's categories ['z', 'b', 'a', 'unused']"
+    )
+    _wait_no_tasks(client)
+    assert_clean(client)
+
+
+def _arrow(values: list, type_: pa.DataType) -> pd.api.extensions.ExtensionArray:
+    return pd.arrays.ArrowExtensionArray(pa.array(values, type_))
+
+
+def _widened_frame(n: int = 500, seed: int = 5) -> pd.DataFrame:
+    """float16 (numpy and Arrow), date32 and decimals, every one with nulls (and NaNs)."""
+    rng = np.random.default_rng(seed)
+    null = rng.random(n) < 0.2
+    halves = rng.standard_normal(n).astype(np.float16)
+    halves[rng.random(n) < 0.1] = np.nan
+    days = [None if z else int(d) for z, d in zip(null, rng.integers(-20_000, 40_000, n), strict=True)]
+    big = [None if z else decimal.Decimal(int(v)).scaleb(-10) for z, v in zip(null, rng.integers(-(10**18), 10**18, n), strict=True)]
+    return pd.DataFrame(
+        {
+            "k": rng.integers(0, 40, n),
+            "h": halves,
+            "ah": _arrow([None if z else float(v) for z, v in zip(null, halves, strict=True)], pa.float16()),
+            "d": pd.arrays.ArrowExtensionArray(pa.array(days, pa.int32()).cast(pa.date32())),
+            "m": _arrow(big, pa.decimal128(38, 10)),
+            "w": _arrow([None if v is None else v * 10**20 for v in big], pa.decimal256(60, 10)),
+        },
+        index=pd.Index(np.arange(n), name="rid"),
+    )
+
+
+def test_float16_date32_and_decimals_round_trip_with_nulls(dask_cluster, seen):
+    _, client = dask_cluster
+    pdf = _widened_frame()
+    assert pdf["ah"].isna().any() and np.isnan(pdf["h"]).any() and pdf["d"].isna().any()
+    with in_dask.device_shuffle(client):
+        got = dd.from_pandas(pdf, npartitions=4).shuffle("k", npartitions=3).compute()
+    assert len(seen.barriers) == 1, seen.barriers
+    assert got.dtypes.to_dict() == pdf.dtypes.to_dict()
+    pd.testing.assert_frame_equal(got.sort_index(), pdf, check_exact=True)
+    _wait_no_tasks(client)
+    assert_clean(client)
+
+
+@pytest.mark.parametrize(
+    "column",
+    [
+        pd.Series([[1], [2, 3], None], dtype=pd.ArrowDtype(pa.list_(pa.int64()))),
+        pd.Series([{"a": 1}, None, {"a": 2}], dtype=pd.ArrowDtype(pa.struct([("a", pa.int64())]))),
+    ],
+    ids=["list", "struct"],
+)
+def test_a_nested_column_is_refused_before_anything_is_submitted(dask_cluster, column):
+    _, client = dask_cluster
+    pdf = pd.DataFrame({"k": [1, 2, 3], "l": column})
+    type_ = column.dtype.pyarrow_dtype
+    with in_dask.device_shuffle(client), pytest.raises(TypeError) as info:
+        dd.from_pandas(pdf, npartitions=2).shuffle("k", npartitions=2).compute()
+    assert str(info.value) == (
+        f"column 'l' has dtype {column.dtype}, which the shuffle does not support: "
+        f"column 'l' has unsupported type {type_}; supported: {SUPPORTED}"
+    )
+    assert _scheduler_tasks(client) == 0
+
+
+def test_an_object_column_of_arrays_is_named_with_its_partition(dask_cluster):
+    """An empty meta says only ``object`` (held as strings): its arrays show in a partition."""
+    _, client = dask_cluster
+    pdf = pd.DataFrame({"k": [1, 2, 3], "o": [np.array([1]), np.array([2]), None]})
+    with dask.config.set({"dataframe.convert-string": False}):
+        ddf = dd.from_pandas(pdf, npartitions=1)
+        with in_dask.device_shuffle(client), pytest.raises(TypeError) as info:
+            ddf.shuffle("k", npartitions=2).compute()
+    assert str(info.value).startswith(
+        "input partition 0: column 'o' has dtype object, which cannot be cast to meta's string"
+    )
+    _wait_no_tasks(client)
+    assert_clean(client)
