@@ -39,6 +39,11 @@ With ``--table`` the same inputs are also wrapped in a ``reference_impl.Table``
 plus building ``n`` output Tables of zero-copy views, what a shuffle calls.
 Its columns: ``table`` rate, its ratio to the fresh-destination copy
 (``table vs memcpy+alloc``), and to the pandas path.
+With ``--destination`` (fixed-width columns only) ``partition_by_ids`` is timed too: the
+kernels' destination mode given int32 ids (``partition_ids`` of the key, computed once,
+outside the timing), scattering the same key + payload columns. Its columns: ``dest`` rate,
+its ratio to the fresh-destination copy, and ``api / dest``, what not hashing saves.
+    python benchmarks/partition.py --rows 1e7 --fanouts 256 --destination
     python benchmarks/partition.py --device cuda      # vs device-to-device copy
 """
 
@@ -57,7 +62,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import best_of  # noqa: E402
 
 from reference_impl.device import get_device  # noqa: E402
-from reference_impl.kernels import Strings, partition  # noqa: E402
+from reference_impl.kernels import Strings, partition, partition_by_ids, partition_ids  # noqa: E402
 from reference_impl.table import Column, Table  # noqa: E402
 from reference_impl.table.partition import partition_table  # noqa: E402
 
@@ -137,12 +142,16 @@ def main(argv: list[str] | None = None) -> None:
                     help="mean string length with --strings (default 16)")
     ap.add_argument("--table", action="store_true",
                     help="also time partition_table on a Table of the same columns")
+    ap.add_argument("--destination", action="store_true",
+                    help="also time partition_by_ids (given int32 ids) on the same columns")
     args = ap.parse_args(argv)
     if not 0.0 <= args.skew <= 1.0:
         ap.error(f"--skew must be between 0 and 1, got {args.skew}")
     if args.payload_columns < 0:
         ap.error("--payload-columns must be >= 0")
     if args.strings:
+        if args.destination:
+            ap.error("--destination times fixed-width columns only (not with --strings)")
         bench_strings(args)
     else:
         bench_fixed(args)
@@ -216,6 +225,9 @@ def bench_fixed(args: argparse.Namespace) -> None:
                        **{f"p{i}": Column(c, device=dev) for i, c in enumerate(payload)}})
         head = f" table GB/s | table ms | table vs {copy}+alloc | table vs pandas |"
         rule = "---|---|---|---|"
+    if args.destination:
+        head += f" dest GB/s | dest vs {copy}+alloc | api / dest |"
+        rule += "---|---|---|"
     print(f"| fanout | api GB/s | api vs {copy}+alloc | reuse GB/s | reuse vs {copy} "
           f"| numpy argsort GB/s | dask/pandas GB/s | api vs pandas | reuse vs pandas |{head}")
     print(f"|---|---|---|---|---|---|---|---|---|{rule}")
@@ -233,6 +245,13 @@ def bench_fixed(args: argparse.Namespace) -> None:
             vs_pd_tab = f"{t_pandas[n] / t_tab:.1f}x" if n in t_pandas else "-"
             tab = (f" {in_bytes / t_tab / 1e9:.3f} | {t_tab * 1e3:.1f} "
                    f"| {t_copy_fresh / t_tab:.2f}x | {vs_pd_tab} |")
+        if args.destination:
+            given = partition_ids(dev, [key], n)  # outside the timing, as dask computes it
+            t_dest = best_of(args.repeat, lambda n=n, given=given: partition_by_ids(
+                dev, given, [key, *payload], n), sync)
+            del given
+            tab += (f" {in_bytes / t_dest / 1e9:.3f} | {t_copy_fresh / t_dest:.2f}x "
+                    f"| {t_api / t_dest:.2f}x |")
         print(f"| {n} | {in_bytes / t_api / 1e9:.3f} | {t_copy_fresh / t_api:.2f}x "
               f"| {in_bytes / t_re / 1e9:.3f} | {t_copy / t_re:.2f}x | {np_rate} | {pd_rate} "
               f"| {vs_pd} | {vs_pd_re} |{tab}", flush=True)

@@ -6,6 +6,10 @@ without leaving a byte on the device ledger.  Dispatch is on
 ``numba.cuda`` kernels (``cuda.py``).  ``backend="cuda"`` on a sim device
 runs the CUDA kernels on sim arrays, which is how the CUDA simulator tests
 check that both twins agree.
+
+Two entry points share the histogram / scan / scatter stages: :func:`partition`
+computes each row's partition id by hashing its keys; :func:`partition_by_ids`
+takes the ids as given (a destination column) and only counts them.
 """
 
 from __future__ import annotations
@@ -28,13 +32,15 @@ MAX_PARTITIONS = 2**31 - 1
 
 @dataclass
 class PartitionResult:
-    """Output of :func:`partition`; all arrays live on the input's device.
+    """Output of :func:`partition` and :func:`partition_by_ids`; all arrays live on
+    the input's device.
 
-    ``ids``: int32 partition id of every input row.
+    ``ids``: int32 partition id of every input row (:func:`partition_by_ids`:
+    the caller's ``ids`` array itself, in its own dtype).
     ``counts``: int64 rows per partition (length ``npartitions``).
     ``offsets``: int64 exclusive offsets, length ``npartitions + 1``;
     partition ``i`` is rows ``offsets[i]:offsets[i+1]`` of every column.
-    ``columns``: keys first, then payload, each one contiguous buffer in
+    ``columns``: keys first (none for :func:`partition_by_ids`), then payload, each one contiguous buffer in
     partition order, stable within a partition.  A string column comes back
     as ``Strings``: one offsets buffer (``nrows + 1`` entries, its input's
     dtype, starting at 0) and one chars buffer holding exactly the rows' bytes.
@@ -227,12 +233,13 @@ def _prepare(keys, kinds, valids):
 
 
 def _check_out(device: Any, out: Sequence[Any] | None, ids_out: Any, columns: Sequence[Any],
-               labels: Sequence[str], nrows: int,
-               string_bytes: Mapping[int, int]) -> list[Any] | None:
-    """Validate caller-supplied output buffers (before any allocation)."""
+               labels: Sequence[str], nrows: int, string_bytes: Mapping[int, int],
+               what: str = "keys then payload", also_read: Sequence[Any] = ()) -> list[Any] | None:
+    """Validate caller-supplied output buffers (before any allocation).  ``also_read``:
+    input arrays besides ``columns`` (the given ids) that no buffer may share memory with."""
     if out is None and ids_out is None:
         return None
-    inputs = set()
+    inputs = {device.allocation_of(a)[0] for a in also_read}
     for c in columns:
         for a in ((c.offsets, c.chars) if isinstance(c, Strings) else (c,)):
             inputs.add(device.allocation_of(a)[0])
@@ -261,12 +268,11 @@ def _check_out(device: Any, out: Sequence[Any] | None, ids_out: Any, columns: Se
     if out is None:
         return None
     if isinstance(out, Mapping) or not isinstance(out, Sequence):
-        raise ValueError(f"out must be a sequence of {len(columns)} arrays (keys then payload), "
+        raise ValueError(f"out must be a sequence of {len(columns)} arrays ({what}), "
                          f"got {type(out).__name__}")
     out = list(out)
     if len(out) != len(columns):
-        raise ValueError(f"out has {len(out)} arrays for {len(columns)} columns "
-                         "(keys then payload)")
+        raise ValueError(f"out has {len(out)} arrays for {len(columns)} columns ({what})")
     for k, (buf, col, label) in enumerate(zip(out, columns, labels, strict=True)):
         if isinstance(col, Strings):
             if not isinstance(buf, Strings):
@@ -278,6 +284,46 @@ def _check_out(device: Any, out: Sequence[Any] | None, ids_out: Any, columns: Se
         else:
             check(buf, f"out for {label}", col.dtype)
     return out
+
+
+#: Zero-copy view the kernels read given ids through, by itemsize.  Checked ids lie in
+#: ``[0, npartitions)``, ``npartitions < 2**31``, so every view keeps every value: a
+#: non-negative int8/int16 reads the same as uint8/uint16, and a uint32/uint64 below
+#: ``2**31`` the same as int32/int64.  Four dtypes, not eight, reach the kernels, and int32
+#: ids (what ``partition`` computes) run the very kernels the hash path runs.
+_IDS_VIEW = {1: np.uint8, 2: np.uint16, 4: np.int32, 8: np.int64}
+
+
+def _check_ids_array(device: Any, ids: Any, label: str) -> None:
+    if isinstance(ids, Strings):
+        raise TypeError(f"{label} must be an integer array, got Strings")
+    _check_array(device, ids, label)
+    if ids.dtype.kind not in "iu":
+        raise TypeError(f"{label} must be an integer array (any int or uint dtype), got "
+                        f"dtype {ids.dtype}")
+
+
+def _check_ids_range(device: Any, ids: Any, n: int, label: str) -> None:
+    """``ValueError`` naming ``label``, the first id outside ``[0, n)`` and its row.
+    Reads the ids; allocates nothing on a sim device, 8 bytes of scratch on CUDA."""
+    info = np.iinfo(ids.dtype)
+    if info.min >= 0 and info.max < n:
+        return  # every value of the dtype is a valid id (say uint8 ids, 256+ partitions)
+    # On the unsigned view a negative id reads as a huge one: one compare with ``hi`` tests
+    # both ends of the range.
+    unsigned = _SCATTER_VIEW[ids.dtype.itemsize]
+    hi = unsigned(min(n - 1, info.max))
+    if device.kind == "cuda":
+        from . import cuda
+
+        bad = cuda.first_bad_id(device, ids.view(unsigned), hi)
+    else:
+        from . import cpu
+
+        bad = cpu.first_bad_id(ids.view(np.ndarray).view(unsigned), hi)
+    if bad >= 0:
+        raise ValueError(f"{label} holds {int(ids[bad])} at row {bad}, outside [0, {n}) "
+                         f"for {n} partitions")
 
 
 # --- public API -----------------------------------------------------------------
@@ -350,3 +396,39 @@ def partition(device: Any, keys: Columns, payload: Columns = (), npartitions: in
                                                  string_bytes=string_bytes)
     return PartitionResult(ids=ids, counts=counts, offsets=offsets, columns=out,
                            names=knames + pnames, npartitions=n)
+
+
+def partition_by_ids(device: Any, ids: Any, payload: Columns = (), npartitions: int = 1, *,
+                     out: Sequence[Any] | None = None, backend: Backend = "auto",
+                     label: str = "ids") -> PartitionResult:
+    """Partition rows by given ids: row ``i`` goes to partition ``ids[i]``.
+
+    :func:`partition` with the hashing replaced by a destination column (what
+    dask computes for a hash shuffle, ``set_index`` and ``sort_values``): the
+    ids are only counted, then the same scan and scatter place every payload
+    column, stably, into one contiguous partition-ordered buffer.
+
+    ``ids`` is a 1-D integer device array of any int or uint dtype, each value
+    in ``[0, npartitions)``; else ``ValueError`` naming ``label``, the first
+    bad value and its row, before anything is allocated.  Nulls are the
+    caller's business (a null's stored value is used as it is).  The ids are
+    not copied: ``result.ids`` is ``ids`` itself, in its own dtype.
+
+    ``payload`` and ``out`` are as for :func:`partition` (``out``: one buffer
+    per payload column, none of which may share memory with ``ids``).  To
+    carry the ids along, pass them as a payload column too.
+    """
+    n = _check_npartitions(npartitions)
+    _check_ids_array(device, ids, label)
+    parr, pnames, plabels = _check_payload(device, payload)
+    nrows = _check_lengths([ids] + parr, [label] + plabels)
+    _check_ids_range(device, ids, n, label)
+    string_bytes = _check_string_data(device, parr, plabels)
+    out = _check_out(device, out, None, parr, plabels, nrows, string_bytes, what="payload",
+                     also_read=[ids])
+    driver = _backend_for(device, backend)
+    view = ids.view(_IDS_VIEW[ids.dtype.itemsize])
+    counts, offsets, out = driver.partition_by_ids(view, parr, n, out=out,
+                                                   string_bytes=string_bytes)
+    return PartitionResult(ids=ids, counts=counts, offsets=offsets, columns=out, names=pnames,
+                           npartitions=n)

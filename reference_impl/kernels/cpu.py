@@ -14,6 +14,9 @@ byte histogram (scanned, like the row histogram, into the byte position
 where each (chunk, partition) run starts), then one pass that writes each
 row's new offset and copies its bytes, at both cursors.
 
+``partition_by_ids`` (given ids, a destination column) replaces pass 1 with
+``dest_hist``, the histogram alone; the scan and pass 2 are the same code.
+
 The kernels receive plain ``numpy.ndarray`` views; every buffer they write is
 allocated by the caller through the device, so the ledger sees every byte.
 """
@@ -158,6 +161,40 @@ def ids_hist(tag, col, valid, has_valid, n, ids, hist, bounds):
             hi = min(lo + BLOCK, bounds[c + 1])
             vb = valid[lo:hi] if has_valid else valid
             _ids_block(tag, col[lo:hi], vb, has_valid, n, ids[lo:hi], row)
+
+
+@njit_cached(parallel=True, nogil=True)
+def dest_hist(ids, n, hist, bounds):
+    """Pass 1 of ``partition_by_ids``: the ids are given (checked to lie in
+    ``[0, n)``), so only the per-chunk histogram is built."""
+    for c in prange(bounds.shape[0] - 1):
+        row = hist[c]
+        for p in range(n):
+            row[p] = 0
+        for i in range(bounds[c], bounds[c + 1]):
+            row[ids[i]] += 1
+
+
+@njit_cached(nogil=True)
+def first_bad_id(ids, hi):
+    """-1 if every id is at most ``hi``, else the first row whose id is not.
+
+    ``ids`` is the unsigned view of the ids and ``hi`` a scalar of its dtype, so
+    one unsigned compare tests ``0 <= id <= hi`` (a negative id reads as a huge
+    one).  Each block of ``BLOCK`` rows is reduced to its maximum, a loop LLVM
+    vectorises; only a block holding a bad id is searched row by row."""
+    nrows = ids.shape[0]
+    for start in range(0, nrows, BLOCK):
+        block = ids[start:min(start + BLOCK, nrows)]  # a view indexed from 0: vectorises
+        top = block[0]
+        for i in range(block.shape[0]):
+            v = block[i]
+            top = v if v > top else top
+        if top > hi:
+            for i in range(block.shape[0]):
+                if block[i] > hi:
+                    return start + i
+    return -1
 
 
 @njit_cached(parallel=True, nogil=True)
@@ -318,8 +355,16 @@ class Driver:
     def partition(self, cols, kinds, masks, columns, n, out=None, ids_out=None,
                   string_bytes=None):
         with threads_for(len(cols[0])):
-            return self._partition(cols, kinds, masks, columns, n, out, ids_out,
-                                   string_bytes or {})
+            counted = self.ids_counts(cols, kinds, masks, n, ids_out)
+            return self._scatter(*counted, columns, out, string_bytes or {})
+
+    def partition_by_ids(self, ids, columns, n, out=None, string_bytes=None):
+        """Given ids (checked, any of ``api._IDS_VIEW``'s dtypes): count, then the
+        same scan and scatter as ``partition``; ``(counts, offsets, out)``."""
+        with threads_for(len(ids)):
+            counted = self.dest_counts(ids, n)
+            _, counts, offsets, out = self._scatter(*counted, columns, out, string_bytes or {})
+            return counts, offsets, out
 
     def _hash_columns(self, cols, kinds, masks):
         nrows = len(cols[0])
@@ -362,9 +407,21 @@ class Driver:
         scan_kernel(_np(pos), _np(counts), _np(offsets))
         return ids, counts, offsets, (pos, bounds)
 
-    def _partition(self, cols, kinds, masks, columns, n, out, ids_out, string_bytes):
+    def dest_counts(self, ids, n):
+        """``ids_counts`` for given ids: the histogram only, then the same scan."""
         dev = self.device
-        ids, counts, offsets, (pos, bounds) = self.ids_counts(cols, kinds, masks, n, ids_out)
+        bounds = chunk_bounds(len(ids))
+        pos = dev.empty((len(bounds) - 1, n), np.int64)
+        counts = dev.empty(n, np.int64)
+        offsets = dev.empty(n + 1, np.int64)
+        dest_hist(_np(ids), n, _np(pos), bounds)
+        scan_kernel(_np(pos), _np(counts), _np(offsets))
+        return ids, counts, offsets, (pos, bounds)
+
+    def _scatter(self, ids, counts, offsets, scan, columns, out, string_bytes):
+        """Pass 2: every column scattered by ``ids`` at the cursors ``scan`` holds."""
+        dev = self.device
+        pos, bounds = scan
         if out is None:
             out = [Strings(dev.empty(len(c) + 1, c.offsets.dtype),
                            dev.empty(string_bytes[i], np.uint8))

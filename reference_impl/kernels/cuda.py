@@ -19,6 +19,10 @@ Algorithm (``NB`` blocks, block ``b`` owns the contiguous rows
    advances ``cursor[p]``.  Destinations are written to ``dest``.
 4. ``scatter``: ``out[dest[i]] = col[i]`` for every column (coalesced reads).
 
+``partition_by_ids`` (given ids, a destination column) runs ``_dest_hist`` as
+pass 1, which only counts the ids (copying ids of another width to int32 on the
+way); the scan, rank and scatter are the same kernels.
+
 A string column (``Strings``) is hashed by its own kernel into a row-hash
 column.  It is scattered after ``rank``, one pass per buffer: each row's
 length goes to ``lens[dest[i]]`` (the offsets pass), an exclusive scan of
@@ -79,11 +83,12 @@ def _functions():
     return compile_functions(cuda.jit(device=True))
 
 
-@cache
-def _ids_hist(kind: str, shared: bool):
+def _hist_kernel(row_id, write_ids: bool, shared: bool):
+    """Pass 1: ``p = row_id(col, valid, has_valid, n, i)`` for every row of the
+    block, written to ``ids`` if ``write_ids``, and counted in the block's
+    histogram (shared memory, or global atomics when ``not shared``), stored
+    as ``cnt[p * NB + b]``."""
     _cuda()
-    F = _functions()
-    step, pid = F.step[kind], F.pid
     i32 = np.int32
 
     if shared:
@@ -99,8 +104,9 @@ def _ids_hist(kind: str, shared: bool):
             lo = b * rows_per_block
             hi = min(lo + rows_per_block, col.shape[0])
             for i in range(lo + t, hi, cuda.blockDim.x):
-                p = pid(step(SEED, col, valid, has_valid, i), n)
-                ids[i] = p
+                p = row_id(col, valid, has_valid, n, i)
+                if write_ids:
+                    ids[i] = p
                 cuda.atomic.add(hist, p, 1)
             cuda.syncthreads()
             for p in range(t, n, cuda.blockDim.x):
@@ -114,11 +120,73 @@ def _ids_hist(kind: str, shared: bool):
             lo = b * rows_per_block
             hi = min(lo + rows_per_block, col.shape[0])
             for i in range(lo + t, hi, cuda.blockDim.x):
-                p = pid(step(SEED, col, valid, has_valid, i), n)
-                ids[i] = p
+                p = row_id(col, valid, has_valid, n, i)
+                if write_ids:
+                    ids[i] = p
                 cuda.atomic.add(cnt, p * nb + b, 1)
 
     return kernel
+
+
+@cache
+def _ids_hist(kind: str, shared: bool):
+    """Pass 1 of ``partition``: hash each row's key(s) of ``kind`` into its id."""
+    _cuda()
+    F = _functions()
+    step, pid = F.step[kind], F.pid
+
+    @cuda.jit(device=True)
+    def hashed_id(col, valid, has_valid, n, i):
+        return pid(step(SEED, col, valid, has_valid, i), n)
+
+    return _hist_kernel(hashed_id, True, shared)
+
+
+@cache
+def _dest_hist(write_ids: bool, shared: bool):
+    """Pass 1 of ``partition_by_ids``: the ids are given (checked); count them, and
+    copy them to int32 ``ids`` if ``write_ids`` (given ids of another width)."""
+    _cuda()
+
+    @cuda.jit(device=True)
+    def given_id(col, valid, has_valid, n, i):
+        return col[i]
+
+    return _hist_kernel(given_id, write_ids, shared)
+
+
+@cache
+def _id_check():
+    _cuda()
+
+    @cuda.jit
+    def kernel(ids, hi, flag):
+        """``flag[0]``: the least ``i`` with ``ids[i] > hi`` (left as is if none);
+        ``ids`` unsigned and ``hi`` of its dtype."""
+        start = cuda.grid(1)
+        stride = cuda.gridsize(1)
+        for i in range(start, ids.shape[0], stride):
+            if ids[i] > hi:
+                cuda.atomic.min(flag, 0, i)
+
+    return kernel
+
+
+def first_bad_id(device: Any, ids: Any, hi: Any) -> int:
+    """Like ``cpu.first_bad_id`` for device arrays: -1 if every id (``ids`` the
+    unsigned view) is at most ``hi``, else the first row whose id is not.  Uses
+    (and frees) 8 bytes of device scratch."""
+    n = len(ids)
+    if n == 0:
+        return -1
+    flag = device.empty(1, np.int64)
+    flag[0] = n
+    blocks = max(1, min(MAX_BLOCKS * 4, -(-n // TPB)))
+    _id_check()[blocks, TPB](_raw(ids), hi, _raw(flag))
+    _cuda().synchronize()
+    first = int(device.to_host(flag)[0])
+    del flag
+    return -1 if first == n else first
 
 
 @cache
@@ -475,34 +543,68 @@ class Driver:
         return ids
 
     def ids_counts(self, cols, kinds, masks, n, ids_out=None):
-        dev = self.device
         nrows = len(cols[0])
-        ids = dev.empty(nrows, np.int32) if ids_out is None else ids_out
+        ids = self.device.empty(nrows, np.int32) if ids_out is None else ids_out
+
+        def hist(nb, rpb, cnt, shared):
+            src, kind, mask, has = self._source(cols, kinds, masks)
+            _ids_hist(kind, shared)[nb, TPB](_raw(src), mask, has, n, _raw(ids), _raw(cnt), rpb)
+
+        return (ids, *self._counts(nrows, n, hist))
+
+    def dest_counts(self, ids, n):
+        """``ids_counts`` for given ids (checked, any of ``api._IDS_VIEW``'s dtypes):
+        pass 1 only counts them.  Ids of another width than int32 are copied to int32
+        scratch on the way, so ``rank`` and ``scatter`` are exactly the kernels the
+        hash path runs."""
+        nrows = len(ids)
+        ids32 = ids if ids.dtype == np.int32 else self.device.empty(nrows, np.int32)
+
+        def hist(nb, rpb, cnt, shared):
+            _dest_hist(ids32 is not ids, shared)[nb, TPB](
+                _raw(ids), _raw(self._no_mask), False, n, _raw(ids32), _raw(cnt), rpb)
+
+        return (ids32, *self._counts(nrows, n, hist))
+
+    def _counts(self, nrows, n, hist):
+        """Run pass 1 (``hist(nb, rpb, cnt, shared)`` fills ``cnt``) and the scan:
+        ``(counts, offsets, (pos, (nb, rpb)))``."""
+        dev = self.device
         counts = dev.empty(n, np.int64)
         offsets = dev.empty(n + 1, np.int64)
         nb, rpb = _grid(nrows)
         if nrows == 0:
             counts[...] = 0
             offsets[...] = 0
-            return ids, counts, offsets, (None, (nb, rpb))
-        src, kind, mask, has = self._source(cols, kinds, masks)
+            return counts, offsets, (None, (nb, rpb))
         cnt = dev.empty(n * nb, np.int64)
         shared = n <= min(SHARED_PARTITIONS_LIMIT, SHARED_MAX)
         if not shared:
             cnt[...] = 0
-        _ids_hist(kind, shared)[nb, TPB](_raw(src), mask, has, n, _raw(ids), _raw(cnt), rpb)
-        del src
+        hist(nb, rpb, cnt, shared)
         pos = self._scan(cnt)
         del cnt
         finish = _scan_kernels()[2]
         finish[-(-n // TPB), TPB](_raw(pos), nb, nrows, _raw(counts), _raw(offsets))
         self._sync()
-        return ids, counts, offsets, (pos, (nb, rpb))
+        return counts, offsets, (pos, (nb, rpb))
 
     def partition(self, cols, kinds, masks, columns, n, out=None, ids_out=None,
                   string_bytes=None):
+        counted = self.ids_counts(cols, kinds, masks, n, ids_out)
+        return self._scatter_all(*counted, columns, n, out, string_bytes)
+
+    def partition_by_ids(self, ids, columns, n, out=None, string_bytes=None):
+        """Given ids: count them, then the same rank and scatter as ``partition``;
+        ``(counts, offsets, out)``."""
+        counted = self.dest_counts(ids, n)
+        _, counts, offsets, out = self._scatter_all(*counted, columns, n, out, string_bytes)
+        return counts, offsets, out
+
+    def _scatter_all(self, ids, counts, offsets, scan, columns, n, out, string_bytes):
+        """``rank`` the rows by ``ids`` at the scanned positions, then scatter every column."""
         dev = self.device
-        ids, counts, offsets, (pos, (nb, rpb)) = self.ids_counts(cols, kinds, masks, n, ids_out)
+        pos, (nb, rpb) = scan
         if out is None:
             out = [Strings(dev.empty(len(c) + 1, c.offsets.dtype),
                            dev.empty((string_bytes or {})[i], np.uint8))

@@ -147,7 +147,12 @@ def partition_by_destination(table: Table, column: str, npartitions: int) -> tup
     ``sort_values``), so no key is hashed: row order is kept within an output.
 
     ``column`` must be integers without nulls in ``[0, npartitions)``; else a ValueError
-    names the column and the first bad value, before anything is allocated."""
+    names the column, a bad value and its row (the kernels' range check), before anything
+    is allocated.
+
+    The rows go through ``kernels.partition_by_ids`` (the kernels' count, scan and
+    scatter, CPU or CUDA twin by the device): every column, ``column`` itself included,
+    and every validity mask is scattered once as payload, like ``partition_grouped``'s."""
     _check(table, [column], npartitions)
     col = table.column(column)
     if col.is_string or col.data.dtype.kind not in "iu":
@@ -156,17 +161,13 @@ def partition_by_destination(table: Table, column: str, npartitions: int) -> tup
     xp = devops.namespace(device)
     if col.valid is not None and not bool(xp.all(devops.readable(device, col.valid))):
         raise ValueError(f"destination column {column!r} has nulls")
-    if table.num_rows:
-        view = devops.readable(device, col.data)
-        lo, hi = devops.to_int(xp.min(view)), devops.to_int(xp.max(view))
-        if lo < 0 or hi >= npartitions:
-            raise ValueError(
-                f"destination column {column!r} holds {lo if lo < 0 else hi}, outside "
-                f"[0, {npartitions}) for {npartitions} outputs"
-            )
-    order = xp.argsort(col.data, kind="stable")  # on the device (a SimArray on sim)
-    counts = xp.bincount(devops.readable(device, col.data), minlength=npartitions)
-    offsets = [0]
-    for c in counts.tolist():
-        offsets.append(offsets[-1] + int(c))
-    return table.take(order), offsets
+    payload: dict[str, Any] = {}
+    for name, c in zip(table.column_names, table.columns, strict=True):
+        payload[f"data:{name}"] = _kernel_column(c)
+        if c.valid is not None:
+            payload[f"valid:{name}"] = c.valid
+    result = kernels.partition_by_ids(
+        device, col.data, payload, npartitions, label=f"destination column {column!r}"
+    )
+    offsets = [int(x) for x in result.offsets.tolist()]
+    return _table_of(table, result, result.columns, offsets[-1]), offsets

@@ -6,7 +6,9 @@ equal keys (every NaN; -0.0 and 0.0) share a partition on the simulator too.
 String keys and payload (``Strings``: int32 and int64 offsets, sliced, empty and
 non-ASCII rows, nulls) come out bit for bit the same: offsets and chars; and so do the
 Tables ``partition_table(..., backend=...)`` builds from string keys, string payload and
-validity masks.
+validity masks. Destination mode (``partition_by_ids``: given ids of several widths, the
+shared and global-memory paths, strings and masks as payload, ``out=``, empty input) gives
+the CPU twin's counts, offsets and columns, and the CUDA range check finds the first bad id.
 
 The simulator is selected by ``NUMBA_ENABLE_CUDASIM=1``, which numba reads at
 import time, so the check runs in a fresh subprocess.  It uses numba's own
@@ -178,6 +180,56 @@ SCRIPT = textwrap.dedent(
             for cx, cy in zip(x.columns, y.columns):
                 assert all(same(bx, by) for bx, by in zip(cx.buffers(), cy.buffers())), on
     print("ok table")
+
+    # Destination mode (partition_by_ids): given ids of every width, the CUDA twin's count
+    # (int32 ids used as they are, others copied to int32 on the way) + the shared rank and
+    # scatter give the CPU twin's counts, offsets and columns; result.ids is the input.
+    from reference_impl.kernels import partition_by_ids
+
+    def check_ids(ids, payload, n, tag, **kw):
+        a = partition_by_ids(dev, ids, payload, n, backend="cpu")
+        b = partition_by_ids(dev, ids, payload, n, backend="cuda", **kw)
+        assert a.ids is ids and b.ids is ids, tag
+        for name in ("counts", "offsets"):
+            assert same(getattr(a, name), getattr(b, name)), (tag, n, name)
+        assert len(a.columns) == len(b.columns) == len(payload), tag
+        for i, (x, y) in enumerate(zip(a.columns, b.columns)):
+            assert same_col(x, y), (tag, n, "column", i)
+        print("ok ids", tag, n)
+        return b
+
+    d64 = rng.integers(0, 64, N); d64[rng.random(N) < 0.5] = 3  # skewed
+    check_ids(dev.asarray(d64.astype(np.int32)), [pl, b8], 64, "int32")
+    check_ids(dev.asarray(d64.astype(np.uint8)), [pl], 64, "uint8")
+    check_ids(dev.asarray(d64.astype(np.uint64)), [b8], 64, "uint64")
+    check_ids(dev.asarray((d64 % 7).astype(np.int16)), [pl], 7, "int16")
+    check_ids(dev.asarray(np.zeros(N, np.int64)), [pl], 1, "npartitions=1")
+    kc.SHARED_PARTITIONS_LIMIT = 16  # global-memory histogram / cursor path
+    check_ids(dev.asarray(d64), [pl], 64, "int64, global path")
+    kc.SHARED_PARTITIONS_LIMIT = kc.SHARED_MAX
+    # strings (both offset dtypes, one sliced) and a validity mask as payload, out= reused
+    dS = dev.asarray(rng.integers(0, 5, S).astype(np.uint16))
+    def strings_out(col):
+        nbytes = int(col.offsets[len(col)]) - int(col.offsets[0])
+        return Strings(dev.empty(len(col) + 1, col.offsets.dtype), dev.empty(nbytes, np.uint8))
+
+    outs = [strings_out(s_key), dev.empty(S, np.bool_), strings_out(s_pay),
+            dev.empty(S, np.float64)]
+    b = check_ids(dS, {"s": s_key, "m": sm, "t": s_pay, "v": pl[:S]}, 5, "strings + mask",
+                  out=outs)
+    assert b.columns[0] is outs[0] and b.names == ["s", "m", "t", "v"]
+    e = check_ids(dev.asarray(np.empty(0, np.uint8)), [empty, dev.asarray(np.empty(0))], 4,
+                  "empty")
+    assert dev.to_host(e.counts).tolist() == [0] * 4 and dev.to_host(e.offsets).tolist() == [0] * 5
+    # the range check used on a CUDA device, run here on the simulator
+    # (on the unsigned view, where -1 reads as 2**64 - 1)
+    bad = dev.asarray(np.array([0, 4, 2, -1, 9], np.int64)).view(np.uint64)
+    assert kc.first_bad_id(dev, bad, np.uint64(4)) == 3
+    assert kc.first_bad_id(dev, bad[:3], np.uint64(4)) == -1
+    u = dev.asarray(np.array([3, 200, 255], np.uint8))
+    assert kc.first_bad_id(dev, u, np.uint8(199)) == 1
+    assert kc.first_bad_id(dev, dev.asarray(np.empty(0, np.uint32)), np.uint32(3)) == -1
+    print("ok destination mode")
 
     from numba.cuda.simulator.kernel import FakeCUDAKernel
     assert isinstance(kc._scatter(), FakeCUDAKernel), type(kc._scatter())
