@@ -23,10 +23,12 @@ def held_type(type_: pa.DataType) -> pa.DataType:
     return pa.string() if pa.types.is_null(type_) else type_
 
 
-def arrow_schema_of(meta: Any) -> pa.Schema:
-    """The Arrow schema ``meta``'s partitions travel as: its index as a column, each
-    carried dtype as its carrier's type, each sampleless object column as strings."""
-    schema = pa.Schema.from_pandas(_carried(meta, meta, "meta"), preserve_index=True)
+def arrow_schema_of(meta: Any, *, index: bool = True) -> pa.Schema:
+    """The Arrow schema ``meta``'s partitions travel as: its index as a column (unless
+    ``index`` is False: dask's ``ignore_index``, the outputs get a fresh RangeIndex, as
+    dask's own shuffles give them), each carried dtype as its carrier's type, each
+    sampleless object column as strings."""
+    schema = pa.Schema.from_pandas(_carried(meta, meta, "meta"), preserve_index=index)
     for i, field in enumerate(schema):
         schema = schema.set(i, field.with_type(held_type(field.type)))
     return schema
@@ -52,6 +54,13 @@ def check_frame_schema(meta: Any, *, carriers: bool = False) -> None:
     from reference_impl.table.dtypes import check_arrow_type
 
     carriers = carriers and not _is_cudf(meta)
+    names = [str(c) for c in meta.columns]
+    clashing = sorted({n for n in names if names.count(n) > 1})
+    if clashing:
+        raise ValueError(
+            f"column labels {[c for c in meta.columns if str(c) in clashing]!r} are one name "
+            "once made strings (Arrow names fields by str(label)): rename one of them"
+        )
     for name, label, values in _labelled(meta):
         carrier = carrier_for(values.dtype) if carriers else None
         if carrier is not None:
@@ -101,6 +110,11 @@ def _carry(carrier: Any, values: pd.Series, dtype: Any, what: str, partition: in
         ) from None
 
 
+def _has_index(schema: pa.Schema) -> bool:
+    """Whether partitions of ``schema`` carry their index as a column."""
+    return bool((schema.pandas_metadata or {}).get("index_columns"))
+
+
 def _on_a_worker(what: str) -> distributed.Worker:
     try:
         return distributed.get_worker()
@@ -120,12 +134,14 @@ def to_table(df: Any, meta: Any, schema: pa.Schema, partition: int) -> Any:
     _on_a_worker(f"input partition {partition}")
     if _is_cudf(df):
         return Table.from_cudf(df, get_device("auto"))
-    extra = [str(c) for c in df.columns if c not in schema.names]
+    extra = [str(c) for c in df.columns if str(c) not in schema.names]
     if extra:
         raise TypeError(f"input partition {partition} has columns meta lacks: {', '.join(extra)}")
     df = _carried(df, meta, partition)
+    if not all(isinstance(c, str) for c in df.columns):  # Arrow names fields by str(label)
+        df = df.set_axis([str(c) for c in df.columns], axis=1)
     try:
-        arrow = pa.Table.from_pandas(df, schema=schema, preserve_index=True)
+        arrow = pa.Table.from_pandas(df, schema=schema, preserve_index=_has_index(schema))
     except (pa.ArrowException, KeyError, TypeError, ValueError) as exc:
         raise TypeError(_cast_error(df, schema, partition, exc)) from None
     return Table.from_arrow(arrow, get_device("auto"))
@@ -156,6 +172,8 @@ def to_frame(table: Any, meta: Any) -> Any:
         return table.to_cudf()
     arrow = table.to_arrow()
     out = arrow.to_pandas()
+    if list(out.columns) != list(meta.columns) and list(out.columns) == [str(c) for c in meta.columns]:
+        out.columns = meta.columns  # labels that are not strings (ints, tuples...) as meta has them
     for name in meta.columns:
         want = meta[name].dtype
         carrier = carrier_for(want)
@@ -169,6 +187,8 @@ def to_frame(table: Any, meta: Any) -> Any:
                     f"output column {name!r} came back as {out[name].dtype} and cannot be "
                     f"cast to meta's {want}: {exc}"
                 ) from None
+    if not _has_index(arrow.schema):
+        return out  # ignore_index: a fresh RangeIndex
     carrier = carrier_for(meta.index.dtype)
     if carrier is not None:
         field = arrow.schema.pandas_metadata["index_columns"][0]

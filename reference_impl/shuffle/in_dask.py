@@ -26,6 +26,7 @@ import distributed
 from dask._task_spec import Task, TaskRef
 from dask.dataframe.dask_expr._shuffle import Shuffle, SimpleShuffle
 from dask.utils import get_default_shuffle_method
+from distributed.diagnostics.plugin import SchedulerPlugin
 
 from .barrier import barrier
 from .frames import arrow_schema_of, check_frame_schema, to_frame, to_table
@@ -56,6 +57,22 @@ def device_shuffle(client: distributed.Client | None = None) -> Iterator[None]:
     install(client)
     with dask.config.set({"dataframe.shuffle.method": METHOD}):
         yield
+
+
+class DeviceShufflesSeen(SchedulerPlugin):
+    """Scheduler plugin: the device shuffles whose graphs reached the scheduler (their
+    barriers' keys, in order). dask may plan a computation with no shuffle at all (a
+    ``sort_values(...).compute()`` sorts one concatenated partition), so a pipeline that
+    must use this shuffle can be checked: ``cluster.scheduler.add_plugin(seen)`` on a
+    local cluster (its scheduler lives in this process), then read ``seen.barriers``."""
+
+    name = "device-shuffles-seen"
+
+    def __init__(self) -> None:
+        self.barriers: list[str] = []
+
+    def update_graph(self, scheduler: Any, *, tasks: Any = (), **kwargs: Any) -> None:
+        self.barriers += [k for k in tasks if isinstance(k, str) and k.startswith(KEY_PREFIX) and k.endswith("-barrier")]
 
 
 def _wrap_lowering() -> None:
@@ -127,7 +144,7 @@ class DeviceShuffle(SimpleShuffle):
         shuffle_id = f"{KEY_PREFIX}{token[:16]}-{uuid.uuid4().hex[:12]}"
         npartitions = self.npartitions_out
         meta = self.frame._meta
-        schema = arrow_schema_of(meta)
+        schema = arrow_schema_of(meta, index=not self.ignore_index)
         spec = ShuffleSpec(
             shuffle_id, (DESTINATION,), npartitions, schema,
             destination=True, max_restarts=int(self.options["max_restarts"]),

@@ -14,23 +14,9 @@ import distributed
 import numpy as np
 import pandas as pd
 import pytest
-from distributed.diagnostics.plugin import SchedulerPlugin
 from shuffle_helpers import assert_clean, cluster
 
 from reference_impl.shuffle import in_dask
-from reference_impl.shuffle.spec import KEY_PREFIX
-
-
-class SeenShuffles(SchedulerPlugin):
-    """The device shuffles whose graphs reached the scheduler (their barriers' keys)."""
-
-    name = "test-seen-device-shuffles"
-
-    def __init__(self) -> None:
-        self.barriers: list[str] = []
-
-    def update_graph(self, scheduler, *, tasks, **kwargs) -> None:
-        self.barriers += [k for k in tasks if isinstance(k, str) and k.startswith(KEY_PREFIX) and k.endswith("-barrier")]
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +32,7 @@ def dask_cluster(tmp_path_factory):
 @pytest.fixture
 def seen(dask_cluster):
     c, _ = dask_cluster
-    plugin = SeenShuffles()
+    plugin = in_dask.DeviceShufflesSeen()
     c.scheduler.add_plugin(plugin, name=plugin.name)
     yield plugin
     c.scheduler.remove_plugin(name=plugin.name)
@@ -236,3 +222,36 @@ def test_the_readme_example_runs_through_the_switch(dask_cluster, seen):
     pd.testing.assert_series_equal(scope["out"].sort_index(), want, check_exact=False)
     assert len(seen.barriers) == 2, seen.barriers  # both sides of the merge
     _wait_no_tasks(client)
+
+
+def test_column_labels_that_are_not_strings_come_back_as_meta_has_them(dask_cluster, seen):
+    """dask takes any hashable label; Arrow names fields by str(label): ints (and a key
+    among them) go through and come back as ints."""
+    _, client = dask_cluster
+    pdf = pd.DataFrame({0: np.arange(300) % 7, 1: np.arange(300) * 0.5, "s": [f"v{i % 5}" for i in range(300)]})
+    pdf = _as_dask_types(pdf)
+    with in_dask.device_shuffle(client):
+        got = dd.from_pandas(pdf, npartitions=3).shuffle(0, npartitions=4).compute()
+    assert len(seen.barriers) == 1, seen.barriers
+    assert list(got.columns) == [0, 1, "s"]
+    pd.testing.assert_frame_equal(got.sort_index(), pdf)
+
+
+def test_labels_one_name_once_made_strings_are_refused_before_anything_is_submitted(dask_cluster):
+    _, client = dask_cluster
+    pdf = pd.DataFrame({1: [1, 2, 3], "1": [4, 5, 6]})
+    with in_dask.device_shuffle(client), pytest.raises(ValueError, match=r"column labels \[1, '1'\] are one name"):
+        dd.from_pandas(pdf, npartitions=2).shuffle(1, npartitions=2).compute()
+    assert _scheduler_tasks(client) == 0
+
+
+def test_ignore_index_gives_a_fresh_range_index_as_dask_shuffles_do(dask_cluster, seen):
+    _, client = dask_cluster
+    pdf = _frame(600, 8)
+    with in_dask.device_shuffle(client):
+        parts = client.compute(dd.from_pandas(pdf, npartitions=3).shuffle("k", npartitions=4, ignore_index=True).to_delayed(), sync=True)
+    assert len(seen.barriers) == 1, seen.barriers
+    for part in parts:
+        pd.testing.assert_index_equal(part.index, pd.RangeIndex(len(part)))
+    got = pd.concat(parts).sort_values(["k", "x"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, pdf.sort_values(["k", "x"]).reset_index(drop=True))

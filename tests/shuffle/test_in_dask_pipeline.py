@@ -19,28 +19,11 @@ import psutil
 import pyarrow as pa
 import pytest
 from distributed.core import Status
-from distributed.diagnostics.plugin import SchedulerPlugin
 
 import reference_impl.shuffle
-from reference_impl.shuffle.spec import KEY_PREFIX
+from reference_impl.shuffle.in_dask import DeviceShufflesSeen
 
 MARKER = "- **Under dask's own API**"
-
-
-class SeenShuffles(SchedulerPlugin):
-    """The device shuffles whose graphs reached the scheduler (their barriers' keys)."""
-
-    name = "test-seen-device-shuffles"
-
-    def __init__(self) -> None:
-        self.barriers: list[str] = []
-
-    def update_graph(self, scheduler, *, tasks, **kwargs) -> None:
-        self.barriers += [
-            k
-            for k in tasks
-            if isinstance(k, str) and k.startswith(KEY_PREFIX) and k.endswith("-barrier")
-        ]
 
 
 def _readme_pipeline() -> str:
@@ -60,13 +43,13 @@ def _readme_pipeline() -> str:
 @pytest.fixture
 def counted_clusters(monkeypatch):
     """``reference_impl.shuffle.LocalDeviceCluster``, as the snippet imports it, with a
-    SeenShuffles plugin on each cluster's scheduler and its worker processes' pids noted."""
+    DeviceShufflesSeen plugin on each cluster's scheduler and its worker processes' pids noted."""
     made = []
 
     class Counted(reference_impl.shuffle.LocalDeviceCluster):
         def __init__(self, *args, **kwargs) -> None:
             super().__init__(*args, **kwargs)
-            self.seen = SeenShuffles()
+            self.seen = DeviceShufflesSeen()
             self.scheduler.add_plugin(self.seen, name=self.seen.name)
             self.worker_pids = [w.process.pid for w in self.workers.values()]
             made.append(self)
