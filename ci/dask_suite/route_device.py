@@ -1,0 +1,157 @@
+"""pytest plugin: run dask's own shuffle tests, unmodified, through the device shuffle.
+
+Loaded with ``-p ci.dask_suite.route_device`` (see ``ci/dask_suite.sh``). For the whole
+session it starts a two-worker :class:`LocalDeviceCluster` on loopback with a default
+Client, and routes to it:
+
+- every dask-expr ``Shuffle``, whatever method the test names (``tasks``, ``disk``,
+  ``p2p`` or the config's): it is lowered as ``method="device"``;
+- every computation the test sends to a local scheduler (``scheduler="sync"``, dask's
+  ``assert_eq`` default, ``"threads"``...): the device shuffle runs on a cluster only.
+
+A scheduler plugin counts, per test, the device shuffles whose graphs reached the
+scheduler, so a pass is told apart from a pass that never used the shuffle. Each test's
+outcome, reach count and first error line go to ``--device-report`` (JSON lines).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+LOCAL_SCHEDULERS = {"sync", "synchronous", "single-threaded", "threads", "threading", "processes", "multiprocessing"}
+
+
+class _Routing:
+    def __init__(self, report: Path, route: bool) -> None:
+        self.report = report
+        self.route = route
+        self._undo: list[Any] = []
+        self.seen: Any = None  # in_dask.DeviceShufflesSeen, on the cluster's scheduler
+        self.started = False
+
+    def start(self) -> None:
+        self.started = True
+        if not self.route:
+            return
+        import dask.base
+        import dask.local
+        import distributed
+
+        from reference_impl.shuffle import LocalDeviceCluster, in_dask
+
+        self._dir = tempfile.TemporaryDirectory(prefix="dask-suite-")
+        self.cluster = LocalDeviceCluster(
+            2, device_capacity="1 GiB", device_memory_limit="256 MiB", memory_limit="1 GiB",
+            local_directory=self._dir.name,
+        )  # fmt: skip
+        self.client = distributed.Client(self.cluster, set_as_default=True)
+        in_dask.install(self.client)
+        self.seen = in_dask.DeviceShufflesSeen()
+        self.cluster.scheduler.add_plugin(self.seen, name=self.seen.name)
+
+        from dask.dataframe.dask_expr._shuffle import Shuffle
+
+        lower = Shuffle._lower  # in_dask's wrapper
+
+        def routed(expr: Any) -> Any:
+            if expr.method != in_dask.METHOD:
+                expr = expr.substitute_parameters({"method": in_dask.METHOD})
+            return lower(expr)
+
+        Shuffle._lower = routed
+        self._undo.append(lambda: setattr(Shuffle, "_lower", lower))
+
+        get_scheduler = dask.base.get_scheduler
+        client = self.client
+
+        def to_the_cluster(get: Any = None, scheduler: Any = None, collections: Any = None, cls: Any = None) -> Any:
+            if dask.config.get("dask-expr-no-serialize", False):
+                # dask's assert_eq forbids pickling expressions while it builds the graph;
+                # what that computes (a set_index's divisions, never a shuffle) cannot go to
+                # a Client, which pickles it: it runs where it would without a Client.
+                return dask.local.get_sync
+            named = scheduler if scheduler is not None else dask.config.get("scheduler", None)
+            if get is None and isinstance(named, str) and named.lower() in LOCAL_SCHEDULERS:
+                return client.get
+            return get_scheduler(get=get, scheduler=scheduler, collections=collections, cls=cls)
+
+        dask.base.get_scheduler = to_the_cluster
+        self._undo.append(lambda: setattr(dask.base, "get_scheduler", get_scheduler))
+
+    def stop(self) -> None:
+        for undo in reversed(self._undo):
+            undo()
+        if self.route:
+            self.client.close()
+            self.cluster.close()
+            self._dir.cleanup()
+
+    def record(self, record: dict) -> None:
+        """One test's record, appended at once: a run cut short keeps what it found."""
+        with self.report.open("a") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--device-report", default=os.environ.get("DASK_SUITE_REPORT", "reports/dask-suite.jsonl"))
+    parser.addoption(
+        "--device-route", choices=("on", "off"), default="on",
+        help="off: record outcomes only, with dask's own shuffles (the baseline)",
+    )  # fmt: skip
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for marker in ("gpu", "slow", "network", "skip_with_pyarrow_strings", "xfail_with_pyarrow_strings"):
+        config.addinivalue_line("markers", f"{marker}: dask's own marker")
+    report = Path(config.getoption("--device-report"))
+    report.parent.mkdir(parents=True, exist_ok=True)
+    if not hasattr(config, "workerinput"):  # not an xdist worker: the run's first process
+        report.write_text("")
+    config._device_routing = _Routing(report, config.getoption("--device-route") == "on")  # type: ignore[attr-defined]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    routing = getattr(session.config, "_device_routing", None)
+    if routing is not None and routing.started:
+        routing.stop()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: Any) -> Any:
+    routing: _Routing = item.config._device_routing  # type: ignore[attr-defined]
+    if not routing.started:  # in the process that runs tests (an xdist worker's, with -n)
+        routing.start()
+    seen = routing.seen.barriers if routing.seen is not None else []
+    before = len(seen)
+    # named from site-packages, whatever the rootdir: dask/dataframe/tests/test_shuffle.py::test_x
+    name = str(item.path).rsplit("site-packages/", 1)[-1] + item.nodeid[item.nodeid.index("::"):]
+    record = {"test": name, "outcome": "passed", "reached": 0, "error": ""}
+    item._device_record = record  # type: ignore[attr-defined]
+    yield
+    record["reached"] = len(seen) - before
+    routing.record(record)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    outcome = yield
+    report = outcome.get_result()
+    record = getattr(item, "_device_record", None)
+    if record is None or report.passed and report.when != "call":
+        return
+    if report.skipped:
+        wasxfail = getattr(report, "wasxfail", None)
+        record["outcome"] = "xfailed" if wasxfail is not None else "skipped"
+        record["error"] = wasxfail or (report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr))
+    elif report.failed:
+        record["outcome"] = "failed" if report.when == "call" else f"error in {report.when}"
+        crash = getattr(report.longrepr, "reprcrash", None)
+        record["error"] = crash.message.splitlines()[0] if crash is not None else str(report.longrepr).splitlines()[-1]
+    elif getattr(report, "wasxfail", None) is not None:
+        record["outcome"] = "xpassed"
