@@ -4,7 +4,7 @@
 # now passes, a stale entry or a broken findings link fails the run.
 #
 #   bash ci/peers.sh           # nightly: every ID for the reference, zict, distributed-spill,
-#                              # distributed-p2p and dask-tasks (~15 min with -n 2 on 2 cores)
+#                              # distributed-p2p, dask-tasks and reference-in-dask (~18 min with -n 2)
 #   bash ci/peers.sh --fast    # CI: a few IDs against zict and distributed-spill, < 60 s
 #
 # Extra arguments go to pytest. The report goes to reports/peers/ (reports/peers-fast/).
@@ -21,5 +21,5 @@ if [[ "${1:-}" == "--fast" ]]; then
         "$@"
 fi
 exec python -m pytest conformance --impl=reference --impl=zict --impl=distributed-spill \
-    --impl=distributed-p2p --impl=dask-tasks --device=sim -p no:randomly \
+    --impl=distributed-p2p --impl=dask-tasks --impl=reference-in-dask --device=sim -p no:randomly \
     --conformance-report=reports/peers "$@"

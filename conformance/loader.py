@@ -19,6 +19,7 @@ BUILTIN_IMPLS: dict[str, str] = {
     "dask-cuda-explicit-comms": "conformance.adapters.dask_cuda_explicit_comms:adapter",
     "distributed-p2p": "conformance.adapters.distributed_p2p:adapter",
     "dask-tasks": "conformance.adapters.dask_tasks:adapter",
+    "reference-in-dask": "conformance.adapters.reference_in_dask:adapter",
 }
 
 

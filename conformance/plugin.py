@@ -79,7 +79,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=[],
         metavar="MODULE:ATTR|NAME",
         help="implementation to check (repeatable): module:attr, or one of reference, zict, "
-        "distributed-spill, dask-cuda, distributed-p2p, dask-tasks. Default: reference.",
+        "distributed-spill, dask-cuda, distributed-p2p, dask-tasks, reference-in-dask. Default: reference.",
     )
     g.addoption(
         "--device",
