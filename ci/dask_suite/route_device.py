@@ -27,6 +27,20 @@ import pytest
 LOCAL_SCHEDULERS = {"sync", "synchronous", "single-threaded", "threads", "threading", "processes", "multiprocessing"}
 
 
+def _pickling_allowed(get: Any) -> Any:
+    """``get`` with expressions allowed to be pickled while it submits: a Client always
+    sends the expression it computes pickled (under any shuffle method). dask's own check
+    that the graph holds no expression (``pickle.dumps(obj.dask)``) runs outside this call."""
+
+    def get_pickled(dsk: Any, keys: Any, **kwargs: Any) -> Any:
+        import dask
+
+        with dask.config.set({"dask-expr-no-serialize": False}):
+            return get(dsk, keys, **kwargs)
+
+    return get_pickled
+
+
 class _Routing:
     def __init__(self, report: Path, route: bool) -> None:
         self.report = report
@@ -40,7 +54,6 @@ class _Routing:
         if not self.route:
             return
         import dask.base
-        import dask.local
         import distributed
 
         from reference_impl.shuffle import LocalDeviceCluster, in_dask
@@ -72,10 +85,10 @@ class _Routing:
 
         def to_the_cluster(get: Any = None, scheduler: Any = None, collections: Any = None, cls: Any = None) -> Any:
             if dask.config.get("dask-expr-no-serialize", False):
-                # dask's assert_eq forbids pickling expressions while it builds the graph;
-                # what that computes (a set_index's divisions, never a shuffle) cannot go to
-                # a Client, which pickles it: it runs where it would without a Client.
-                return dask.local.get_sync
+                # dask's assert_eq forbids pickling expressions while it builds the graph, and
+                # what it computes then (a set_index's divisions, of a frame that may hold a
+                # shuffle) goes to the Client as an expression, pickled.
+                return _pickling_allowed(client.get)
             named = scheduler if scheduler is not None else dask.config.get("scheduler", None)
             if get is None and isinstance(named, str) and named.lower() in LOCAL_SCHEDULERS:
                 return client.get
@@ -116,6 +129,24 @@ def pytest_configure(config: pytest.Config) -> None:
     config._device_routing = _Routing(report, config.getoption("--device-route") == "on")  # type: ignore[attr-defined]
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Routed, the tests ``known.txt`` says hang are skipped with its reason: each would only
+    burn its timeout (the summary still lists them, as not run)."""
+    if config.getoption("--device-route") != "on":
+        return
+    from ci.dask_suite.summarize import hangs
+
+    for item in items:
+        reason = hangs(_name(item))
+        if reason is not None:
+            item.add_marker(pytest.mark.skip(reason=f"known.txt: {reason}"))
+
+
+def _name(item: pytest.Item) -> str:
+    """A test's name from site-packages, whatever the rootdir: dask/.../test_shuffle.py::test_x"""
+    return str(item.path).rsplit("site-packages/", 1)[-1] + item.nodeid[item.nodeid.index("::"):]
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     routing = getattr(session.config, "_device_routing", None)
     if routing is not None and routing.started:
@@ -129,9 +160,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: Any) -> Any:
         routing.start()
     seen = routing.seen.barriers if routing.seen is not None else []
     before = len(seen)
-    # named from site-packages, whatever the rootdir: dask/dataframe/tests/test_shuffle.py::test_x
-    name = str(item.path).rsplit("site-packages/", 1)[-1] + item.nodeid[item.nodeid.index("::"):]
-    record = {"test": name, "outcome": "passed", "reached": 0, "error": ""}
+    record = {"test": _name(item), "outcome": "passed", "reached": 0, "error": ""}
     item._device_record = record  # type: ignore[attr-defined]
     yield
     record["reached"] = len(seen) - before

@@ -42,6 +42,12 @@ def _reason(test: str, rules: list[tuple[str, str]]) -> str | None:
     return next((reason for pattern, reason in rules if fnmatch.fnmatchcase(test, pattern)), None)
 
 
+def hangs(test: str) -> str | None:
+    """``known.txt``'s reason when it says ``test`` hangs routed (the plugin skips it)."""
+    reason = _reason(test, _known())
+    return reason if reason is not None and reason.startswith("hangs") else None
+
+
 def _file_of(test: str) -> str:
     return test.split("::", 1)[0].rsplit("site-packages/", 1)[-1]
 

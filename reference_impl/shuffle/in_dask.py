@@ -23,6 +23,7 @@ from typing import Any
 
 import dask
 import distributed
+import pyarrow as pa
 from dask._task_spec import Task, TaskRef
 from dask.dataframe.dask_expr._shuffle import Shuffle, SimpleShuffle
 from dask.utils import get_default_shuffle_method
@@ -145,6 +146,11 @@ class DeviceShuffle(SimpleShuffle):
         npartitions = self.npartitions_out
         meta = self.frame._meta
         schema = arrow_schema_of(meta, index=not self.ignore_index)
+        # dask fills _partitions with int64 output indices, whatever its meta says (for a
+        # set_index by a datetime index of negative freq, meta says datetime64[ns]): the
+        # destinations travel as the integers they are; the output is cast to meta after.
+        at = schema.get_field_index(DESTINATION)
+        schema = schema.set(at, schema.field(at).with_type(pa.int64()))
         spec = ShuffleSpec(
             shuffle_id, (DESTINATION,), npartitions, schema,
             destination=True, max_restarts=int(self.options["max_restarts"]),

@@ -255,3 +255,18 @@ def test_ignore_index_gives_a_fresh_range_index_as_dask_shuffles_do(dask_cluster
         pd.testing.assert_index_equal(part.index, pd.RangeIndex(len(part)))
     got = pd.concat(parts).sort_values(["k", "x"]).reset_index(drop=True)
     pd.testing.assert_frame_equal(got, pdf.sort_values(["k", "x"]).reset_index(drop=True))
+
+
+def test_destinations_travel_as_integers_whatever_dask_meta_says(dask_cluster, seen):
+    """set_index by a datetime index of negative freq: dask's meta types its _partitions
+    column datetime64, while its values are the int64 output indices."""
+    _, client = dask_cluster
+    index = pd.date_range(start="2022-02-22", freq="-16h", periods=12) - pd.Timedelta(seconds=30)
+    pdf = pd.DataFrame({"x": [1, 2, 3, 4] * 3, "y": range(12)}, index=index)  # no strings to convert
+    ddf = dd.from_pandas(pdf, npartitions=3, sort=False)
+    with in_dask.device_shuffle(client):
+        got = ddf.set_index(ddf.index.dt.floor("D")).compute()
+    assert len(seen.barriers) == 1, seen.barriers
+    want = pdf.set_axis(pdf.index.floor("D"))
+    assert got.index.is_monotonic_increasing
+    pd.testing.assert_frame_equal(got.sort_values("y"), want.sort_values("y"), check_names=False, check_freq=False)
