@@ -270,3 +270,45 @@ def test_destinations_travel_as_integers_whatever_dask_meta_says(dask_cluster, s
     want = pdf.set_axis(pdf.index.floor("D"))
     assert got.index.is_monotonic_increasing
     pd.testing.assert_frame_equal(got.sort_values("y"), want.sort_values("y"), check_names=False, check_freq=False)
+
+
+@pytest.mark.parametrize("how", ["dask series", "dask frame", "index name", "on_index"])
+def test_keys_as_dask_takes_them_never_pulled_to_the_client(dask_cluster, seen, how):
+    """A dask Series or DataFrame aligned with the frame, an index-level name, on_index: dask
+    computes the destinations on the workers; rows with one key land in one output."""
+    _, client = dask_cluster
+    pdf = _frame(1_500, 9)
+    ddf = dd.from_pandas(pdf, npartitions=3)
+    with in_dask.device_shuffle(client):
+        out = {
+            "dask series": lambda: ddf.shuffle(ddf.k, npartitions=4),
+            "dask frame": lambda: ddf.shuffle(ddf[["k"]], npartitions=4),
+            "index name": lambda: ddf.shuffle("rid", npartitions=4),
+            "on_index": lambda: ddf.shuffle(on_index=True, npartitions=4),
+        }[how]()
+        assert _scheduler_tasks(client) == 0, "something was submitted before compute"
+        parts = client.compute(out.to_delayed(), sync=True)
+    assert len(seen.barriers) == 1, seen.barriers
+    pd.testing.assert_frame_equal(pd.concat(parts).sort_index(), pdf.sort_index())
+    key = (lambda p: p.index) if how in ("index name", "on_index") else (lambda p: p["k"])
+    owners = {}
+    for i, part in enumerate(parts):
+        for k in set(key(part)):
+            assert owners.setdefault(k, i) == i, f"key {k} is in outputs {owners[k]} and {i}"
+
+
+def test_equal_numeric_keys_of_different_dtypes_meet_in_a_join(dask_cluster, seen):
+    """int64 1 on one side, float64 1.0 on the other: dask casts numeric keys to float64
+    before hashing, and the device shuffle sends rows where dask's hash says, so the two
+    sides of a hash join co-locate them (no match is lost)."""
+    _, client = dask_cluster
+    left = pd.DataFrame({"k": np.arange(400, dtype="int64") % 50, "a": np.arange(400)})
+    right = pd.DataFrame({"k": np.arange(50, dtype="float64"), "b": np.arange(50) * 2})
+    with in_dask.device_shuffle(client):
+        got = dd.from_pandas(left, npartitions=4).merge(
+            dd.from_pandas(right, npartitions=3), on="k", shuffle_method=None, broadcast=False
+        ).compute()
+    assert len(seen.barriers) == 2, seen.barriers
+    want = left.merge(right, on="k")
+    assert len(got) == len(want) == 400
+    pd.testing.assert_frame_equal(got.sort_values("a").reset_index(drop=True), want.sort_values("a").reset_index(drop=True))
