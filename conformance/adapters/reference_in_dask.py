@@ -11,24 +11,16 @@ and a finding of dask's front end shows in all three. Manifest
 from __future__ import annotations
 
 from conformance.adapters._dask_frame import DaskFrameShuffle
+from conformance.adapters.reference import ReferenceAdapter
 from conformance.api import ShuffleEnv, Unavailable
 
 
 class ReferenceInDask(DaskFrameShuffle):
     name = "reference-in-dask"
     method = "device"
-    capabilities = frozenset(
-        {
-            "shuffle",
-            "shuffle.device",
-            "shuffle.bounded",
-            "shuffle.spill",
-            "shuffle.nulls",
-            "shuffle.faults.worker",
-            "shuffle.faults.recover",
-            "shuffle.checks",
-        }
-    )
+    # the reference's own shuffle, so its shuffle capabilities and its phases' task keys
+    capabilities = frozenset(c for c in ReferenceAdapter.capabilities if c.startswith("shuffle"))
+    phase_of = ReferenceAdapter.phase_of
 
     def __init__(self) -> None:
         import reference_impl
@@ -38,21 +30,12 @@ class ReferenceInDask(DaskFrameShuffle):
         self.version = f"reference {getattr(reference_impl, '__version__', 'unknown')}, {self.version}"
 
     def setup_cluster(self, env: ShuffleEnv) -> None:
-        """Each worker's store on the device the suite gave it; the coordinator and the
-        worker extension; dask's Shuffle lowered to the reference's tasks."""
-        from reference_impl.shuffle import DeviceWorkerPlugin, in_dask
+        """The reference's set-up (each worker's store on the suite's device, the shuffle
+        extension), then dask's Shuffle lowered to the reference's tasks."""
+        from reference_impl.shuffle import in_dask
 
-        env.client.register_plugin(
-            DeviceWorkerPlugin(device="auto", device_memory_limit=env.device_limit, memory_limit=env.host_limit)
-        )
+        ReferenceAdapter.setup_cluster(self, env)
         in_dask.install(env.client)
-
-    def phase_of(self, key: str) -> str | None:
-        key = key.strip("('\"")
-        for phase in ("transfer", "barrier", "unpack"):
-            if key.startswith("devshuffle-") and f"-{phase}" in key:
-                return phase
-        return None
 
 
 def adapter() -> ReferenceInDask:

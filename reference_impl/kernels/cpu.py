@@ -394,29 +394,30 @@ class Driver:
     def ids_counts(self, cols, kinds, masks, n, ids_out=None):
         """Pass 1 + scan: ``(ids, counts, offsets, (pos, bounds))``, where
         ``pos[chunk, p]`` is the row where ``chunk`` starts writing partition ``p``."""
-        dev = self.device
         nrows = len(cols[0])
-        bounds = chunk_bounds(nrows)
-        ids = dev.empty(nrows, np.int32) if ids_out is None else ids_out
-        pos = dev.empty((len(bounds) - 1, n), np.int64)
-        counts = dev.empty(n, np.int64)
-        offsets = dev.empty(n + 1, np.int64)
-        src, kind, mask, has = self._source(cols, kinds, masks)
-        ids_hist(TAGS[kind], _np(src), mask, has, n, _np(ids), _np(pos), bounds)
-        del src
-        scan_kernel(_np(pos), _np(counts), _np(offsets))
-        return ids, counts, offsets, (pos, bounds)
+        ids = self.device.empty(nrows, np.int32) if ids_out is None else ids_out
+
+        def hist(pos, bounds):
+            src, kind, mask, has = self._source(cols, kinds, masks)
+            ids_hist(TAGS[kind], _np(src), mask, has, n, _np(ids), _np(pos), bounds)
+
+        return (ids, *self._counts(nrows, n, hist))
 
     def dest_counts(self, ids, n):
         """``ids_counts`` for given ids: the histogram only, then the same scan."""
+        return (ids, *self._counts(len(ids), n, lambda pos, bounds: dest_hist(_np(ids), n, _np(pos), bounds)))
+
+    def _counts(self, nrows, n, hist):
+        """Pass 1 (``hist(pos, bounds)`` fills the per-chunk histogram) and the scan:
+        ``(counts, offsets, (pos, bounds))``."""
         dev = self.device
-        bounds = chunk_bounds(len(ids))
+        bounds = chunk_bounds(nrows)
         pos = dev.empty((len(bounds) - 1, n), np.int64)
         counts = dev.empty(n, np.int64)
         offsets = dev.empty(n + 1, np.int64)
-        dest_hist(_np(ids), n, _np(pos), bounds)
+        hist(pos, bounds)
         scan_kernel(_np(pos), _np(counts), _np(offsets))
-        return ids, counts, offsets, (pos, bounds)
+        return counts, offsets, (pos, bounds)
 
     def _scatter(self, ids, counts, offsets, scan, columns, out, string_bytes):
         """Pass 2: every column scattered by ``ids`` at the cursors ``scan`` holds."""

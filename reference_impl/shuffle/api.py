@@ -152,38 +152,20 @@ def max_restarts() -> int:
     return value
 
 
-def _frame_to_table(df: Any) -> Any:
-    from reference_impl.device import get_device
-    from reference_impl.table import Table
-
-    device = get_device("auto")  # the worker's own device
-    if type(df).__module__.startswith("cudf"):
-        return Table.from_cudf(df, device)
-    return Table.from_pandas(df, device, preserve_index=True)
-
-
-def _table_to_frame(table: Any, cudf: bool) -> Any:
-    return table.to_cudf() if cudf else table.to_pandas()
-
-
-def check_frame_schema(meta: Any) -> None:
-    """Every column and the index of ``meta`` must be one a Table holds: this eager path
-    has no carriers (the rule itself is :func:`.frames.check_frame_schema`'s)."""
-    from .frames import check_frame_schema as check
-
-    check(meta)
-
-
 def shuffle_dataframe(
     ddf: Any, on: str | Sequence[str], npartitions: int | None = None, *, client: Client | None = None
 ) -> Any:
     """Shuffle a pandas- or cuDF-backed dask DataFrame by ``on`` into ``npartitions``
     partitions (default: as many as it has), through device Tables; returns one.
 
-    The index travels as a column and is restored; dtypes round-trip through Arrow.
+    The index travels as a column and is restored; partitions are cast to ``meta``'s
+    Arrow schema on the way in and to its dtypes on the way out (:mod:`.frames`, as the lazy
+    path does, without its carriers: a dtype a Table cannot hold is refused here).
     """
     import dask
     import dask.dataframe as dd
+
+    from .frames import arrow_schema_of, check_frame_schema, to_frame, to_table
 
     client = client or distributed.get_client()
     meta = ddf._meta
@@ -194,10 +176,11 @@ def shuffle_dataframe(
 
         raise ColumnNotFoundError(missing, [str(c) for c in meta.columns])
     check_frame_schema(meta)
-    cudf = type(meta).__module__.startswith("cudf")
+    schema = arrow_schema_of(meta)
     frames = client.compute(ddf.to_delayed())
-    tables = client.map(_frame_to_table, frames, pure=False)
+    n = len(frames)
+    tables = client.map(to_table, frames, [meta] * n, [schema] * n, range(n), pure=False)
     del frames
     outputs = shuffle(client, tables, keys, npartitions or ddf.npartitions)
-    parts = [dask.delayed(_table_to_frame)(out, cudf) for out in outputs]
+    parts = [dask.delayed(to_frame)(out, meta) for out in outputs]
     return dd.from_delayed(parts, meta=meta, verify_meta=False)
