@@ -14,6 +14,7 @@ import pandas as pd
 import pyarrow as pa
 
 from .carriers import CarryError, carrier_for
+from .cluster import worker_device
 
 
 def held_type(type_: pa.DataType) -> pa.DataType:
@@ -128,12 +129,11 @@ def _on_a_worker(what: str) -> distributed.Worker:
 def to_table(df: Any, meta: Any, schema: pa.Schema, partition: int) -> Any:
     """Task: input partition ``partition`` as a Table on this worker's device, its
     carried dtypes (``meta``'s) as their carriers."""
-    from reference_impl.device import get_device
     from reference_impl.table import Table
 
-    _on_a_worker(f"input partition {partition}")
+    device = worker_device(_on_a_worker(f"input partition {partition}"))
     if _is_cudf(df):
-        return Table.from_cudf(df, get_device("auto"))
+        return Table.from_cudf(df, device)
     extra = [str(c) for c in df.columns if str(c) not in schema.names]
     if extra:
         raise TypeError(f"input partition {partition} has columns meta lacks: {', '.join(extra)}")
@@ -144,7 +144,7 @@ def to_table(df: Any, meta: Any, schema: pa.Schema, partition: int) -> Any:
         arrow = pa.Table.from_pandas(df, schema=schema, preserve_index=_has_index(schema))
     except (pa.ArrowException, KeyError, TypeError, ValueError) as exc:
         raise TypeError(_cast_error(df, schema, partition, exc)) from None
-    return Table.from_arrow(arrow, get_device("auto"))
+    return Table.from_arrow(arrow, device)
 
 
 def _cast_error(df: Any, schema: pa.Schema, partition: int, exc: Exception) -> str:

@@ -27,10 +27,11 @@ import distributed
 from distributed.diagnostics.plugin import WorkerPlugin
 from distributed.utils import offload
 
-from reference_impl.device import get_device, parse_bytes
+from reference_impl.device import parse_bytes
 from reference_impl.store import ProxifyHostFile
 
 from .buffers import RunBuffers
+from .cluster import worker_device
 from .comms import RECEIVE_OP, Comms
 from .errors import RunSuperseded, ShuffleClosedError, ShuffleError
 from .limiter import HOST_DEFAULT, HOST_FLOOR, DeviceRoom, HostBudget, return_freed_memory
@@ -108,8 +109,7 @@ class ShuffleExtension:
 
     @property
     def device(self) -> Any:
-        store = self.store
-        return store.device if store is not None else get_device("auto")
+        return worker_device(self.worker)
 
     def max_in_flight(self) -> int:
         """Bytes this worker may have on their way: the config key if set, else a quarter

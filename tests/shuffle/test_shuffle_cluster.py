@@ -90,3 +90,43 @@ def test_bad_cluster_arguments():
         LocalDeviceCluster(1, device="tpu")
     with pytest.raises(ValueError, match="processes=False supports one worker"):
         LocalDeviceCluster(2, processes=False)
+
+
+def table_device_matches() -> dict:
+    import pandas as pd
+
+    from reference_impl.shuffle.cluster import worker_device
+    from reference_impl.shuffle.frames import arrow_schema_of, to_table
+
+    df = pd.DataFrame({"x": [1, 2, 3]})
+    table = to_table(df, df.iloc[:0], arrow_schema_of(df), 0)
+    worker = distributed.get_worker()
+    device = worker_device(worker)
+    return {
+        "own": device is worker.data.device,
+        "table": table.columns[0].device is device,
+        "token": device.token,
+    }
+
+
+def test_in_process_workers_make_tables_on_their_own_devices(tmp_path):
+    """Two workers in one process share the process default device (the last set wins):
+    a task's Table must land on its own worker's, as the distributed suite's in-process
+    clusters run it."""
+    try:
+        with (
+            distributed.LocalCluster(
+                n_workers=2, processes=False, threads_per_worker=1, host="127.0.0.1",
+                protocol="tcp", dashboard_address=None, local_directory=str(tmp_path),
+            ) as cluster,
+            distributed.Client(cluster) as client,
+        ):
+            client.register_plugin(DeviceWorkerPlugin("sim", "4 MiB", memory_limit="1 MiB"))
+            seen = [
+                client.submit(table_device_matches, workers=[w], pure=False).result(30)
+                for w in sorted(client.scheduler_info()["workers"])
+            ]
+            assert [s["own"] and s["table"] for s in seen] == [True, True]
+            assert seen[0]["token"] != seen[1]["token"]
+    finally:
+        set_default_device(None)
