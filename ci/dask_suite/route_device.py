@@ -1,17 +1,23 @@
-"""pytest plugin: run dask's own shuffle tests, unmodified, through the device shuffle.
+"""pytest plugin: run dask's and distributed's own shuffle tests, unmodified, through the
+device shuffle.
 
-Loaded with ``-p ci.dask_suite.route_device`` (see ``ci/dask_suite.sh``). For the whole
-session it starts a two-worker :class:`LocalDeviceCluster` on loopback with a default
-Client, and routes to it:
+Loaded with ``-p ci.dask_suite.route_device`` (see ``ci/dask_suite.sh``). Routed, every
+dask-expr ``Shuffle`` is lowered as ``method="device"`` whatever method the test names
+(``tasks``, ``disk``, ``p2p`` or the config's), and so is every ``Merge`` that would lower
+to P2P's own hash join (``HashJoinP2P``). The clusters, by ``--device-clusters``:
 
-- every dask-expr ``Shuffle``, whatever method the test names (``tasks``, ``disk``,
-  ``p2p`` or the config's): it is lowered as ``method="device"``;
-- every computation the test sends to a local scheduler (``scheduler="sync"``, dask's
-  ``assert_eq`` default, ``"threads"``...): the device shuffle runs on a cluster only.
+- ``session`` (dask's tests, which run on local schedulers): one two-worker
+  :class:`LocalDeviceCluster` on loopback with a default Client for the whole session,
+  and every computation the test sends to a local scheduler (``scheduler="sync"``,
+  dask's ``assert_eq`` default, ``"threads"``...) goes to it;
+- ``tests`` (distributed's tests, which start their own): ``device_preload`` is put in
+  the schedulers' and workers' preloads, so every cluster a test starts has the device
+  shuffle, and each worker its own device.
 
 A scheduler plugin counts, per test, the device shuffles whose graphs reached the
-scheduler, so a pass is told apart from a pass that never used the shuffle. Each test's
-outcome, reach count and first error line go to ``--device-report`` (JSON lines).
+scheduler, so a pass is told apart from a pass that never used the shuffle (a cluster
+started in subprocesses is not counted). Each test's outcome, reach count and first
+error line go to ``--device-report`` (JSON lines).
 """
 
 from __future__ import annotations
@@ -42,9 +48,10 @@ def _pickling_allowed(get: Any) -> Any:
 
 
 class _Routing:
-    def __init__(self, report: Path, route: bool) -> None:
+    def __init__(self, report: Path, route: bool, clusters: str) -> None:
         self.report = report
         self.route = route
+        self.clusters = clusters
         self._undo: list[Any] = []
         self.seen: Any = None  # in_dask.DeviceShufflesSeen, on the cluster's scheduler
         self.started = False
@@ -52,6 +59,12 @@ class _Routing:
     def start(self) -> None:
         self.started = True
         if not self.route:
+            return
+        self._route_lowering()
+        if self.clusters == "tests":
+            from ci.dask_suite.device_preload import SEEN
+
+            self.seen = SEEN
             return
         import dask.base
         import distributed
@@ -67,18 +80,6 @@ class _Routing:
         in_dask.install(self.client)
         self.seen = in_dask.DeviceShufflesSeen()
         self.cluster.scheduler.add_plugin(self.seen, name=self.seen.name)
-
-        from dask.dataframe.dask_expr._shuffle import Shuffle
-
-        lower = Shuffle._lower  # in_dask's wrapper
-
-        def routed(expr: Any) -> Any:
-            if expr.method != in_dask.METHOD:
-                expr = expr.substitute_parameters({"method": in_dask.METHOD})
-            return lower(expr)
-
-        Shuffle._lower = routed
-        self._undo.append(lambda: setattr(Shuffle, "_lower", lower))
 
         get_scheduler = dask.base.get_scheduler
         client = self.client
@@ -97,10 +98,35 @@ class _Routing:
         dask.base.get_scheduler = to_the_cluster
         self._undo.append(lambda: setattr(dask.base, "get_scheduler", get_scheduler))
 
+    def _route_lowering(self) -> None:
+        from dask.dataframe.dask_expr._merge import Merge
+        from dask.dataframe.dask_expr._shuffle import Shuffle
+        from dask.utils import get_default_shuffle_method
+
+        from reference_impl.registration import register
+        from reference_impl.shuffle import in_dask
+
+        register()
+        in_dask.install_lowering()
+        lower, merge_lower = Shuffle._lower, Merge._lower  # the first is in_dask's wrapper
+
+        def routed(expr: Any) -> Any:
+            if expr.method != in_dask.METHOD:
+                expr = expr.substitute_parameters({"method": in_dask.METHOD})
+            return lower(expr)
+
+        def merge_routed(expr: Any) -> Any:
+            if (expr.shuffle_method or get_default_shuffle_method()) == "p2p":
+                expr = expr.substitute_parameters({"shuffle_method": in_dask.METHOD})
+            return merge_lower(expr)
+
+        Shuffle._lower, Merge._lower = routed, merge_routed
+        self._undo.append(lambda: (setattr(Shuffle, "_lower", lower), setattr(Merge, "_lower", merge_lower)))
+
     def stop(self) -> None:
         for undo in reversed(self._undo):
             undo()
-        if self.route:
+        if self.route and self.clusters == "session":
             self.client.close()
             self.cluster.close()
             self._dir.cleanup()
@@ -117,16 +143,40 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--device-route", choices=("on", "off"), default="on",
         help="off: record outcomes only, with dask's own shuffles (the baseline)",
     )  # fmt: skip
+    parser.addoption(
+        "--device-clusters", choices=("session", "tests"), default="session",
+        help="session: one LocalDeviceCluster runs every test; tests: the tests start their own, preloaded",
+    )  # fmt: skip
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    tests = os.environ.get("DASK_SUITE_TESTS")
+    if tests:  # vendored tests of distributed.shuffle (its wheel ships none): import them from there
+        import distributed.shuffle
+
+        distributed.shuffle.__path__.append(str(Path(tests) / "distributed" / "shuffle"))
     for marker in ("gpu", "slow", "network", "skip_with_pyarrow_strings", "xfail_with_pyarrow_strings"):
         config.addinivalue_line("markers", f"{marker}: dask's own marker")
     report = Path(config.getoption("--device-report"))
     report.parent.mkdir(parents=True, exist_ok=True)
     if not hasattr(config, "workerinput"):  # not an xdist worker: the run's first process
         report.write_text("")
-    config._device_routing = _Routing(report, config.getoption("--device-route") == "on")  # type: ignore[attr-defined]
+    route, clusters = config.getoption("--device-route") == "on", config.getoption("--device-clusters")
+    if route and clusters == "tests":
+        _preload_everywhere()
+    config._device_routing = _Routing(report, route, clusters)  # type: ignore[attr-defined]
+
+
+def _preload_everywhere() -> None:
+    """Every scheduler and worker the tests start runs ``device_preload``: set before the
+    tests import ``distributed.utils_test``, whose clusters reset the config to what it was
+    then, and in the environment, for clusters started in subprocesses."""
+    import dask
+
+    preload = ["ci.dask_suite.device_preload"]
+    for server in ("scheduler", "worker"):
+        dask.config.set({f"distributed.{server}.preload": preload})
+        os.environ[f"DASK_DISTRIBUTED__{server.upper()}__PRELOAD"] = repr(preload)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -143,8 +193,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _name(item: pytest.Item) -> str:
-    """A test's name from site-packages, whatever the rootdir: dask/.../test_shuffle.py::test_x"""
-    return str(item.path).rsplit("site-packages/", 1)[-1] + item.nodeid[item.nodeid.index("::"):]
+    """A test's name from the rootdir (site-packages, or the vendored tests' folder):
+    dask/.../test_shuffle.py::test_x"""
+    return item.path.relative_to(item.config.rootpath).as_posix() + item.nodeid[item.nodeid.index("::"):]
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

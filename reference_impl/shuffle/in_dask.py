@@ -47,7 +47,7 @@ def install(client: distributed.Client | None = None) -> None:
     the worker extension on ``client``'s cluster (the default client's if None)."""
     from .api import _ensure_plugins
 
-    _wrap_lowering()
+    install_lowering()
     _ensure_plugins(client or distributed.get_client())
 
 
@@ -76,7 +76,9 @@ class DeviceShufflesSeen(SchedulerPlugin):
         self.barriers += [k for k in tasks if isinstance(k, str) and k.startswith(KEY_PREFIX) and k.endswith("-barrier")]
 
 
-def _wrap_lowering() -> None:
+def install_lowering() -> None:
+    """Route dask's shuffles with method ``"device"`` here, in this process (where dask
+    lowers the expressions: the client's); :func:`install` also sets up a cluster."""
     global _original_lower
     if _original_lower is not None:
         return

@@ -202,7 +202,7 @@ def test_an_untested_dask_version_fails_loudly(monkeypatch):
     monkeypatch.setattr(in_dask, "_original_lower", None)
     monkeypatch.setattr(dask, "__version__", "2099.1.0")
     with pytest.raises(RuntimeError, match=r"tested with dask 2026\.8\.\*; this is dask 2099\.1\.0"):
-        in_dask._wrap_lowering()
+        in_dask.install_lowering()
 
 
 def test_the_readme_example_runs_through_the_switch(dask_cluster, seen):
