@@ -193,9 +193,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _name(item: pytest.Item) -> str:
-    """A test's name from the rootdir (site-packages, or the vendored tests' folder):
-    dask/.../test_shuffle.py::test_x"""
-    return item.path.relative_to(item.config.rootpath).as_posix() + item.nodeid[item.nodeid.index("::"):]
+    """A test's name from the rootdir (site-packages, or the vendored tests' folder), or,
+    run from elsewhere (a test's tmp_path), from its top-level package:
+    ``dask/.../test_shuffle.py::test_x``."""
+    try:
+        path = item.path.relative_to(item.config.rootpath)
+    except ValueError:
+        root = item.path.parent
+        while (root / "__init__.py").exists():
+            root = root.parent
+        path = item.path.relative_to(root)
+    return path.as_posix() + item.nodeid[item.nodeid.index("::"):]
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -64,14 +64,6 @@ def make_worker_store(
     )
 
 
-def worker_device(worker: distributed.Worker) -> Device:
-    """The device ``worker``'s tasks allocate on: its store's. Not the process default,
-    which in-process workers (``gen_cluster``, ``LocalCluster(processes=False)``) share,
-    the last one set winning, so a Table made on it would not be this worker's."""
-    data = worker.data
-    return data.device if isinstance(data, ProxifyHostFile) else get_device("auto")
-
-
 class DeviceWorkerPlugin(WorkerPlugin):
     """Give a hand-started worker its device and a ProxifyHostFile ``data``.
 

@@ -14,7 +14,7 @@ import pandas as pd
 import pyarrow as pa
 
 from .carriers import CarryError, carrier_for
-from .cluster import worker_device
+from .worker_device import worker_device
 
 
 def held_type(type_: pa.DataType) -> pa.DataType:

@@ -31,12 +31,12 @@ from reference_impl.device import parse_bytes
 from reference_impl.store import ProxifyHostFile
 
 from .buffers import RunBuffers
-from .cluster import worker_device
 from .comms import RECEIVE_OP, Comms
 from .errors import RunSuperseded, ShuffleClosedError, ShuffleError
 from .limiter import HOST_DEFAULT, HOST_FLOOR, DeviceRoom, HostBudget, return_freed_memory
 from .messages import CLOSE_OP
 from .run import ShuffleRun
+from .worker_device import worker_device
 
 EXTENSION = "device_shuffle"
 MAX_IN_FLIGHT = 64 * 2**20  # per worker at most; config key reference-impl.shuffle.max-in-flight

@@ -95,8 +95,8 @@ def test_bad_cluster_arguments():
 def table_device_matches() -> dict:
     import pandas as pd
 
-    from reference_impl.shuffle.cluster import worker_device
     from reference_impl.shuffle.frames import arrow_schema_of, to_table
+    from reference_impl.shuffle.worker_device import worker_device
 
     df = pd.DataFrame({"x": [1, 2, 3]})
     table = to_table(df, df.iloc[:0], arrow_schema_of(df), 0)
