@@ -24,7 +24,7 @@ from typing import Any
 import dask
 import distributed
 import pyarrow as pa
-from dask._task_spec import Task, TaskRef
+from dask._task_spec import Alias, Task, TaskRef
 from dask.dataframe.dask_expr._shuffle import Shuffle, SimpleShuffle
 from dask.utils import get_default_shuffle_method
 from distributed.diagnostics.plugin import SchedulerPlugin
@@ -134,9 +134,15 @@ class _Unfused(Task):
         return True
 
 
+def unpack_frame(spec: Any, output: int, meta: Any) -> Any:
+    """Task: output ``output`` unpacked, as a frame cast to ``meta``."""
+    return to_frame(unpack(spec, output), meta)
+
+
 class DeviceShuffle(SimpleShuffle):
-    """dask's Shuffle as the reference's tasks: a table per input partition, its transfer,
-    the barrier, and per output its unpack and its frame (cast to ``meta``)."""
+    """dask's Shuffle as the reference's tasks: per input partition its transfer (the
+    partition made a Table inside it), the barrier, and per output its unpack (a frame
+    cast to ``meta``)."""
 
     def _layer(self) -> dict:
         # The outputs keep dask's deterministic keys; the shuffle's own tasks get an id of
@@ -160,15 +166,19 @@ class DeviceShuffle(SimpleShuffle):
         dsk: dict = {}
         transfers = []
         for i in range(self.frame.npartitions):
+            # The Table is made inside the transfer task (a nested task, inlined), and the
+            # output cast to meta inside its unpack: no device Table is ever a task's result,
+            # which another worker could fetch (in-process workers share a process, so a
+            # fetched Table would land on the sender's device, not the receiver's).
             table = Task(f"{shuffle_id}-table-{i}", to_table, TaskRef((self.frame._name, i)), meta, schema, i)
-            sent = Task(f"{shuffle_id}-transfer-{i}", transfer, spec, [i], table.ref())
-            dsk[table.key], dsk[sent.key] = table, sent
+            sent = Task(f"{shuffle_id}-transfer-{i}", transfer, spec, [i], table)
+            dsk[sent.key] = sent
             transfers.append(sent.ref())
         done = Task(f"{shuffle_id}-barrier", barrier, spec, *transfers)
         dsk[done.key] = done
         parts_out = self._partitions if self._filtered else range(npartitions)
         for i, part in enumerate(parts_out):
-            built = _Unfused(f"{shuffle_id}-unpack-{part}", unpack, done.ref(), part)
+            built = _Unfused(f"{shuffle_id}-unpack-{part}", unpack_frame, done.ref(), part, meta)
             dsk[built.key] = built
-            dsk[(self._name, i)] = Task((self._name, i), to_frame, built.ref(), meta)
+            dsk[(self._name, i)] = Alias((self._name, i), built.key)
         return dsk

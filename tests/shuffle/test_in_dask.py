@@ -150,6 +150,38 @@ def test_values_to_dask_array_persist_and_del_as_any_collection(dask_cluster, se
     assert_clean(client)
 
 
+class _ResultTypes(distributed.SchedulerPlugin):
+    """The type of every task result the scheduler hears of, by key."""
+
+    name = "result-types"
+
+    def __init__(self, scheduler: distributed.Scheduler) -> None:
+        self.scheduler = scheduler
+        self.types: dict = {}
+
+    def transition(self, key, start, finish, *args, **kwargs) -> None:
+        if finish == "memory":
+            self.types[key] = self.scheduler.tasks[key].type
+
+
+def test_no_task_result_is_a_device_table(dask_cluster, seen):
+    """A Table another worker fetched would land on the sender's device when workers share a
+    process: the lazy graph keeps Tables inside its tasks (transfer, unpack)."""
+    c, client = dask_cluster
+    plugin = _ResultTypes(c.scheduler)
+    c.scheduler.add_plugin(plugin, name=plugin.name)
+    try:
+        with in_dask.device_shuffle(client):
+            dd.from_pandas(_frame(1_000, 5), npartitions=3).shuffle("k", npartitions=4).compute()
+    finally:
+        c.scheduler.remove_plugin(name=plugin.name)
+    assert seen.barriers, "the computation did not reach the device shuffle"
+    ours = {k: t for k, t in plugin.types.items() if str(k).startswith("devshuffle-")}
+    assert len(ours) >= 3 + 1 + 4, ours  # transfers, the barrier, unpacks
+    tables = sorted(str(k) for k, t in plugin.types.items() if "Table" in str(t))
+    assert not tables, f"tasks whose result is a device Table: {tables}"
+
+
 def test_outputs_are_cast_to_meta(dask_cluster):
     """Partitions whose dtypes differ from meta (int in a float column, an object column of
     only None, ``string[python]``) come back with meta's dtypes."""
