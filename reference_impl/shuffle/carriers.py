@@ -16,11 +16,14 @@ category, dask's unknown categories    its values, large_utf8       categories o
 float16 (numpy)                        float32                      ``astype(float16)``
 halffloat[pyarrow]                     float32                      Arrow cast back
 date32[day][pyarrow]                   int32 (days since epoch)     Arrow cast back
-decimal128/256(p, s)[pyarrow]          utf8, its exact digits       Arrow cast back to (p, s)
+date64[ms][pyarrow]                    int64 (ms since epoch)       Arrow cast back
+time32[s/ms][pyarrow]                  int32 (since midnight)       Arrow cast back, its unit
+time64[us/ns][pyarrow]                 int64 (since midnight)       Arrow cast back, its unit
+decimal32/64/128/256(p, s)[pyarrow]    utf8, its exact digits       Arrow cast back to (p, s)
 =====================================  ===========================  ==========================
 
-Every carry is exact (float16 and date32 widen; a decimal's string has all its digits), and
-nulls travel as Arrow nulls (category codes as -1). Unknown categories are carried only when
+Every carry is exact (float16 widens; dates and times travel as their own integers; a
+decimal's string has all its digits), and nulls travel as Arrow nulls (category codes as -1). Unknown categories are carried only when
 they are strings and unordered: their order is not in ``meta``, so an ordered one cannot be
 restored. A value outside meta's known categories is an error, never a silent null.
 """
@@ -150,7 +153,7 @@ def _cast_carrier(test: Callable[[pa.DataType], bool], carried: pa.DataType) -> 
 
 
 def _is_decimal(type_: pa.DataType) -> bool:
-    return pa.types.is_decimal128(type_) or pa.types.is_decimal256(type_)
+    return pa.types.is_decimal(type_)  # 32, 64, 128 and 256 bits
 
 
 def _carry_float16(values: pd.Series, dtype: np.dtype) -> np.ndarray:
@@ -170,5 +173,8 @@ CARRIERS: tuple[Carrier, ...] = (
     ),
     _cast_carrier(pa.types.is_float16, pa.float32()),
     _cast_carrier(pa.types.is_date32, pa.int32()),
+    _cast_carrier(pa.types.is_date64, pa.int64()),
+    _cast_carrier(pa.types.is_time32, pa.int32()),
+    _cast_carrier(pa.types.is_time64, pa.int64()),
     _cast_carrier(_is_decimal, pa.string()),
 )

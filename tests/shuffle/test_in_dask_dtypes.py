@@ -1,5 +1,5 @@
 """Dtypes a Table cannot hold, through the lazy shuffle (``reference_impl.shuffle.carriers``):
-categoricals, float16, date32 and decimals carried and restored to meta's exact dtypes;
+categoricals, float16, dates, times and decimals carried and restored to meta's exact dtypes;
 everything else refused on the client before anything is submitted.
 
 Each carried result is checked against pandas with exact dtypes, nulls included, and each
@@ -150,7 +150,7 @@ def _arrow(values: list, type_: pa.DataType) -> pd.api.extensions.ExtensionArray
 
 
 def _widened_frame(n: int = 500, seed: int = 5) -> pd.DataFrame:
-    """float16 (numpy and Arrow), date32 and decimals, every one with nulls (and NaNs)."""
+    """float16 (numpy and Arrow), dates, times and decimals, every one with nulls (and NaNs)."""
     rng = np.random.default_rng(seed)
     null = rng.random(n) < 0.2
     halves = rng.standard_normal(n).astype(np.float16)
@@ -165,12 +165,23 @@ def _widened_frame(n: int = 500, seed: int = 5) -> pd.DataFrame:
             "d": pd.arrays.ArrowExtensionArray(pa.array(days, pa.int32()).cast(pa.date32())),
             "m": _arrow(big, pa.decimal128(38, 10)),
             "w": _arrow([None if v is None else v * 10**20 for v in big], pa.decimal256(60, 10)),
+            "d64": _arrow([None if d is None else d * 86_400_000 for d in days], pa.int64()).astype(
+                pd.ArrowDtype(pa.date64())
+            ),
+            "t32": _arrow([None if d is None else d % 86_400 for d in days], pa.int32()).astype(
+                pd.ArrowDtype(pa.time32("s"))
+            ),
+            "t64": _arrow([None if d is None else (d % 86_400) * 10**9 + 7 for d in days], pa.int64()).astype(
+                pd.ArrowDtype(pa.time64("ns"))
+            ),
+            "m32": _arrow([None if d is None else decimal.Decimal(d).scaleb(-2) for d in days], pa.decimal32(9, 2)),
+            "m64": _arrow(big, pa.decimal64(18, 10)),
         },
         index=pd.Index(np.arange(n), name="rid"),
     )
 
 
-def test_float16_date32_and_decimals_round_trip_with_nulls(dask_cluster, seen):
+def test_float16_dates_times_and_decimals_round_trip_with_nulls(dask_cluster, seen):
     _, client = dask_cluster
     pdf = _widened_frame()
     assert pdf["ah"].isna().any() and np.isnan(pdf["h"]).any() and pdf["d"].isna().any()
