@@ -23,9 +23,9 @@ decimal32/64/128/256(p, s)[pyarrow]    utf8, its exact digits       Arrow cast b
 =====================================  ===========================  ==========================
 
 Every carry is exact (float16 widens; dates and times travel as their own integers; a
-decimal's string has all its digits), and nulls travel as Arrow nulls (category codes as -1). Unknown categories are carried only when
-they are strings and unordered: their order is not in ``meta``, so an ordered one cannot be
-restored. A value outside meta's known categories is an error, never a silent null.
+decimal's string has all its digits), and nulls travel as Arrow nulls (category codes as
+-1). Unknown categories are carried only when they are strings and unordered: their order
+is not in ``meta``, so an ordered one cannot be restored. A value outside meta's known categories is an error, never a silent null.
 """
 
 from __future__ import annotations
