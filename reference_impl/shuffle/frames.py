@@ -1,6 +1,7 @@
 """Frames in and out of a shuffle inside a dask graph, with ``meta`` as the truth: every
 input partition is cast to the Arrow schema of ``meta`` before it becomes a Table (so all
-inputs agree), and every output is cast back to ``meta``'s dtypes (as P2P does). A
+inputs agree), and every output is cast back to ``meta``'s dtypes, or to their common type
+with the values' where meta's cannot hold them (nulls in an int column), as P2P does. A
 partition that cannot be cast is an error naming the partition, the column and both
 types, never a silently different result. Dtypes a Table cannot hold but a carrier can
 (:mod:`.carriers`: categoricals, float16, date32, decimals) travel as their carriers."""
@@ -165,6 +166,26 @@ def _cast_error(df: Any, schema: pa.Schema, partition: int, exc: Exception) -> s
     return f"input partition {partition} does not match meta's schema: {exc}"
 
 
+def _reconciled(values: pd.Series, want: Any, name: Any) -> pd.Series:
+    """An output column as meta's dtype ``want`` or, where its values cannot be held by it
+    (nulls in an int64 column, which come back float64), as the common type of both, the
+    rule P2P reconciles every column by (``distributed/shuffle/_arrow.py``,
+    ``convert_shards``: ``find_common_type([actual, dtype])``)."""
+    from pandas.core.dtypes.cast import find_common_type
+
+    try:
+        return values.astype(want)
+    except (TypeError, ValueError) as first:
+        common = find_common_type([values.dtype, want])
+        try:
+            return values.astype(common)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"output column {name!r} came back as {values.dtype} and cannot be cast to "
+                f"meta's {want}: {first}"
+            ) from None
+
+
 def to_frame(table: Any, meta: Any) -> Any:
     """Task: an output Table as a frame with ``meta``'s columns, index and dtypes (the
     carried ones restored from their carriers)."""
@@ -180,13 +201,7 @@ def to_frame(table: Any, meta: Any) -> Any:
         if carrier is not None:
             out[name] = carrier.restore(arrow.column(str(name)), want)
         elif out[name].dtype != want:
-            try:
-                out[name] = out[name].astype(want)
-            except (TypeError, ValueError) as exc:
-                raise TypeError(
-                    f"output column {name!r} came back as {out[name].dtype} and cannot be "
-                    f"cast to meta's {want}: {exc}"
-                ) from None
+            out[name] = _reconciled(out[name], want, name)
     if not _has_index(arrow.schema):
         return out  # ignore_index: a fresh RangeIndex
     carrier = carrier_for(meta.index.dtype)

@@ -202,6 +202,20 @@ def test_outputs_are_cast_to_meta(dask_cluster):
     _wait_no_tasks(client)
 
 
+def test_nulls_meta_int_cannot_hold_come_back_as_the_common_type(dask_cluster, seen):
+    """A left join's missing matches are NaN in a column meta says is int64: the output takes
+    the common type (float64), as P2P reconciles, not an error and not meta's int64."""
+    _, client = dask_cluster
+    left, right = pd.DataFrame({"a": [1, 2, 3]}), pd.DataFrame({"b": [10]})
+    joined = dd.from_pandas(left, npartitions=1).join(dd.from_pandas(right, npartitions=1), how="left")
+    assert joined._meta["b"].dtype == np.int64  # dask's meta: int64, the values hold NaN
+    with in_dask.device_shuffle(client):
+        got = joined.shuffle("a", npartitions=2).compute()
+    assert seen.barriers, "the computation did not reach the device shuffle"
+    pd.testing.assert_frame_equal(got.sort_index(), left.join(right, how="left"))
+    assert got["b"].dtype == np.float64 and got["b"].isna().sum() == 2
+
+
 def test_a_partition_that_does_not_match_meta_names_the_column(dask_cluster):
     _, client = dask_cluster
     part = pd.DataFrame({"k": [1, 2]})
