@@ -35,7 +35,7 @@ case "${1:-}" in
 esac
 INI="$(mktemp --suffix=.ini)"; printf '[pytest]\n' > "$INI"; trap 'rm -f "$INI"' EXIT
 run() {  # the tests live outside this repository's tests: our own pytest config must not apply
-    python -m pytest -c "$INI" --rootdir "$ROOT" -q -p no:cacheprovider -p ci.dask_suite.route_device \
+    python -m pytest -c "$INI" --rootdir "$ROOT" -q --tb=native -p no:cacheprovider -p ci.dask_suite.route_device \
         --device-clusters="$CLUSTERS" --timeout=120 --pyargs "${MODULES[@]}" "$@" || true
 }
 run --device-route=off --device-report="reports/$SUITE-baseline.jsonl" "$@" > "reports/$SUITE-baseline.log" 2>&1
