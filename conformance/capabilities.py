@@ -38,6 +38,7 @@ SHUFFLE_CAPABILITIES: dict[str, str] = {
     "shuffle.faults.worker": "a worker killed mid-shuffle gives a correct result or a clear error",
     "shuffle.faults.recover": "a worker killed mid-shuffle, once or again in the restart: the correct result",
     "shuffle.checks": "bad arguments raise a clear error before any data moves",
+    "shuffle.dtypes": "dictionary, decimal, date, time and halffloat columns shuffle exactly (14.22)",
 }
 
 ALL_CAPABILITIES: frozenset[str] = frozenset(STORE_CAPABILITIES) | frozenset(SHUFFLE_CAPABILITIES)

@@ -35,10 +35,12 @@ def _key(v: object) -> object:
 
 
 def _values(column: pa.ChunkedArray) -> list:
-    """Python values; timestamps and durations as their integers (years past 9999 and
-    durations past 10^9 days have no Python object)."""
+    """Python values; dates, times, timestamps and durations as their integers (years past
+    9999 and durations past 10^9 days have no Python object); a dictionary's as its values."""
+    if pa.types.is_dictionary(column.type):
+        column = column.cast(column.type.value_type)
     if pa.types.is_temporal(column.type):
-        column = column.cast(pa.int64())
+        column = column.cast(pa.int32() if column.type.bit_width == 32 else pa.int64())
     return column.to_pylist()
 
 

@@ -7,6 +7,8 @@ int64 ``row_id`` so that the oracle can tell every row apart, whatever its key.
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import math
 from dataclasses import dataclass
 
@@ -34,6 +36,20 @@ KEY_TYPES: dict[str, pa.DataType] = {
     "large_string": pa.large_string(),
 }
 PAYLOAD_TYPES = dict(KEY_TYPES)
+# Clause 14.22 (``shuffle.dtypes``): types users shuffle that no key kernel hashes as such
+DTYPE_TYPES: dict[str, pa.DataType] = {
+    "dictionary<string, int8>": pa.dictionary(pa.int8(), pa.string()),
+    "dictionary<int64, int32>": pa.dictionary(pa.int32(), pa.int64()),
+    "decimal128(38, 10)": pa.decimal128(38, 10),
+    "decimal256(60, 0)": pa.decimal256(60, 0),
+    "decimal32(7, 2)": pa.decimal32(7, 2),
+    "date32": pa.date32(),
+    "date64": pa.date64(),
+    "time32[ms]": pa.time32("ms"),
+    "time64[ns]": pa.time64("ns"),
+    "halffloat": pa.float16(),
+}
+ALL_TYPES = {**KEY_TYPES, **DTYPE_TYPES}
 
 _INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 _UINT_BITS = {"uint8": 8, "uint16": 16, "uint32": 32, "uint64": 64}
@@ -57,9 +73,59 @@ def values_of(type_name: str) -> st.SearchStrategy:
         )
     if type_name == "bool":
         return st.booleans()
+    if type_name in DTYPE_TYPES:
+        return _dtype_values(DTYPE_TYPES[type_name])
     if type_name.startswith(("timestamp", "duration")):
         return st.sampled_from([0, 1, -1, 86_400]) | st.integers(-(2**62), 2**62)
     return st.sampled_from(_TEXT) | st.text(max_size=12)
+
+
+_DAY_MS = 86_400_000
+_EXACT = decimal.Context(prec=100)  # the default context rounds to 28 digits
+
+
+def _dtype_values(type_: pa.DataType) -> st.SearchStrategy:
+    """Values of a 14.22 type, extremes included: every digit of a decimal's precision,
+    dates far from the epoch, the last nanosecond of a day, float16's NaN, -0.0 and max."""
+    if pa.types.is_dictionary(type_):
+        base = "string" if pa.types.is_string(type_.value_type) else "int64"
+        return st.sampled_from(
+            ["a", "b", "héllo"] if base == "string" else [0, 1, -(2**63)]
+        ) | values_of(base)
+    if pa.types.is_decimal(type_):
+        top = 10**type_.precision - 1
+        return st.builds(
+            lambda unscaled: decimal.Decimal(unscaled).scaleb(-type_.scale, _EXACT),
+            st.sampled_from([0, 1, -1, top, -top]) | st.integers(-top, top),
+        )
+    if pa.types.is_date32(type_):
+        return st.integers(-719_162, 2_932_896).map(
+            lambda d: datetime.date(1970, 1, 1) + datetime.timedelta(d)
+        )
+    if pa.types.is_date64(type_):
+        return st.integers(-719_162, 2_932_896).map(lambda d: d * _DAY_MS)
+    if pa.types.is_time32(type_):
+        return st.sampled_from([0, _DAY_MS - 1]) | st.integers(0, _DAY_MS - 1)
+    if pa.types.is_time64(type_):
+        day_ns = _DAY_MS * 1_000_000
+        return st.sampled_from([0, day_ns - 1]) | st.integers(0, day_ns - 1)
+    if pa.types.is_float16(type_):
+        return st.sampled_from([0.0, -0.0, 1.5, math.nan, math.inf, 65504.0]) | st.floats(width=16)
+    raise ValueError(f"no values for {type_}")
+
+
+def arrow_array(data: list, type_: pa.DataType) -> pa.Array:
+    """``data`` (Python values, None for null) as an array of ``type_``: dates and times
+    from their integers where given so, a dictionary encoded with its own index type."""
+    if pa.types.is_dictionary(type_):
+        encoded = pa.array(data, type=type_.value_type).dictionary_encode()
+        return pa.DictionaryArray.from_arrays(
+            encoded.indices.cast(type_.index_type), encoded.dictionary
+        )
+    if pa.types.is_date64(type_) or pa.types.is_time(type_):
+        width = pa.int32() if type_.bit_width == 32 else pa.int64()
+        return pa.array(data, type=width).cast(type_)
+    return pa.array(data, type=type_)
 
 
 @dataclass(frozen=True)
@@ -100,6 +166,7 @@ def shuffle_cases(
     max_rows: int = 120,
     max_inputs: int = 5,
     key_types: tuple[str, ...] = tuple(KEY_TYPES),
+    payload_types: tuple[str, ...] = tuple(PAYLOAD_TYPES),
     nulls: bool = True,
 ) -> ShuffleCase:
     """1-3 key columns of mixed types, 0-2 payload columns, uneven input partitions (empty
@@ -109,7 +176,7 @@ def shuffle_cases(
     n = draw(st.integers(0, max_rows))
     n_keys = draw(st.integers(1, 3))
     key_names = [draw(st.sampled_from(key_types)) for _ in range(n_keys)]
-    pay_names = draw(st.lists(st.sampled_from(tuple(PAYLOAD_TYPES)), max_size=2))
+    pay_names = draw(st.lists(st.sampled_from(payload_types), max_size=2))
     skew = draw(st.booleans())
     columns: dict[str, pa.Array] = {}
     on = []
@@ -117,10 +184,10 @@ def shuffle_cases(
         name = f"k{i}"
         on.append(name)
         data = _column(draw, t, n, nulls and draw(st.booleans()), skew)
-        columns[name] = pa.array(data, type=KEY_TYPES[t])
+        columns[name] = arrow_array(data, ALL_TYPES[t])
     for i, t in enumerate(pay_names):
         data = _column(draw, t, n, draw(st.booleans()), False)
-        columns[f"p{i}"] = pa.array(data, type=PAYLOAD_TYPES[t])
+        columns[f"p{i}"] = arrow_array(data, ALL_TYPES[t])
     columns[ROW_ID] = pa.array(range(n), type=pa.int64())
     whole = pa.table(columns)
     n_inputs = draw(st.integers(1, max_inputs))
@@ -188,3 +255,46 @@ def float_keys_signed_zero_and_nan() -> ShuffleCase:
     a = pa.table({"k0": pa.array([0.0, float("nan"), 1.0]), ROW_ID: pa.array([0, 1, 2])})
     b = pa.table({"k0": pa.array([-0.0, float("nan"), 1.0]), ROW_ID: pa.array([3, 4, 5])})
     return ShuffleCase((a, b), ("k0",), 5)
+
+
+def every_dtype_case() -> ShuffleCase:
+    """Every 14.22 type at once, with nulls, as payload, keyed by a dictionary and a decimal,
+    in two inputs whose dictionaries differ (one is re-encoded from its values)."""
+    n = 12
+    values = {
+        name: [_EXAMPLES[name][i % 3] if i % 4 else None for i in range(n)] for name in DTYPE_TYPES
+    }
+    columns = {
+        f"c{i}": arrow_array(v, DTYPE_TYPES[name]) for i, (name, v) in enumerate(values.items())
+    }
+    columns[ROW_ID] = pa.array(range(n), type=pa.int64())
+    whole = pa.table(columns)
+    second = whole.slice(5)
+    second = second.set_column(
+        0,
+        "c0",
+        arrow_array(second.column("c0").to_pylist(), DTYPE_TYPES["dictionary<string, int8>"]),
+    )
+    return ShuffleCase((whole.slice(0, 5), second), ("c0", "c2"), 3)
+
+
+_EXAMPLES: dict[str, list] = {
+    "dictionary<string, int8>": ["b", "a", "héllo"],
+    "dictionary<int64, int32>": [7, -(2**63), 0],
+    "decimal128(38, 10)": [
+        decimal.Decimal("-" + "9" * 28 + "." + "9" * 10),
+        decimal.Decimal("0.0000000001"),
+        decimal.Decimal(0),
+    ],
+    "decimal256(60, 0)": [decimal.Decimal("9" * 60), decimal.Decimal(-1), decimal.Decimal(0)],
+    "decimal32(7, 2)": [
+        decimal.Decimal("99999.99"),
+        decimal.Decimal("-0.01"),
+        decimal.Decimal("1.50"),
+    ],
+    "date32": [datetime.date(1, 1, 1), datetime.date(9999, 12, 31), datetime.date(1970, 1, 1)],
+    "date64": [-719_162 * _DAY_MS, 0, 2_932_896 * _DAY_MS],
+    "time32[ms]": [0, _DAY_MS - 1, 1],
+    "time64[ns]": [0, _DAY_MS * 1_000_000 - 1, 1],
+    "halffloat": [math.nan, -0.0, 65504.0],
+}

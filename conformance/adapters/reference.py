@@ -37,6 +37,7 @@ class ReferenceAdapter:
             "shuffle.faults.worker",
             "shuffle.faults.recover",
             "shuffle.checks",
+            "shuffle.dtypes",
         }
     )
     accepts_worker_tables = True  # load_inputs also takes a conformance.api.WorkerTables

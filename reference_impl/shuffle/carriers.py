@@ -14,17 +14,13 @@ category, dask's unknown categories    its values, large_utf8       categories o
 (``UNKNOWN_CATEGORIES``), unordered                                 present (dask's unknown
                                                                     semantics), sorted
 float16 (numpy)                        float32                      ``astype(float16)``
-halffloat[pyarrow]                     float32                      Arrow cast back
-date32[day][pyarrow]                   int32 (days since epoch)     Arrow cast back
-date64[ms][pyarrow]                    int64 (ms since epoch)       Arrow cast back
-time32[s/ms][pyarrow]                  int32 (since midnight)       Arrow cast back, its unit
-time64[us/ns][pyarrow]                 int64 (since midnight)       Arrow cast back, its unit
-decimal32/64/128/256(p, s)[pyarrow]    utf8, its exact digits       Arrow cast back to (p, s)
+an ArrowDtype of a Table logical type  what the Table holds it as   the Table's own restore
+(dictionary, decimal, date, time,      (``table.logical.held_as``)  (``restore_column``)
+halffloat)
 =====================================  ===========================  ==========================
 
-Every carry is exact (float16 widens; dates and times travel as their own integers; a
-decimal's string has all its digits), and nulls travel as Arrow nulls (category codes as
--1). Unknown categories are carried only when they are strings and unordered: their order
+Every carry is exact (float16 widens; the Arrow types follow the Table's one rule), and
+nulls travel as Arrow nulls (category codes as -1). Unknown categories are carried only when they are strings and unordered: their order
 is not in ``meta``, so an ordered one cannot be restored. A value outside meta's known categories is an error, never a silent null.
 """
 
@@ -38,6 +34,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 from dask.dataframe.utils import UNKNOWN_CATEGORIES
+
+from reference_impl.table.logical import held_as, restore_column
 
 
 class CarryError(ValueError):
@@ -128,32 +126,41 @@ def _refuse_ordered_unknown(dtype: pd.CategoricalDtype) -> str | None:
     return None
 
 
-# Arrow-backed and numpy types, carried by Arrow casts
+# Arrow-backed types: the Table's own logical types (reference_impl.table.logical)
 
 
-def _arrow(test: Callable[[pa.DataType], bool]) -> Callable[[Any], bool]:
-    return lambda dtype: isinstance(dtype, pd.ArrowDtype) and test(dtype.pyarrow_dtype)
+def _is_logical(dtype: Any) -> bool:
+    if not isinstance(dtype, pd.ArrowDtype):
+        return False
+    try:
+        return held_as(None, dtype.pyarrow_dtype) is not None
+    except TypeError:
+        return True  # a logical type that cannot travel: refused by _refuse_logical
 
 
-def _cast_carrier(test: Callable[[pa.DataType], bool], carried: pa.DataType) -> Carrier:
-    """An ArrowDtype carried by an Arrow cast to ``carried`` and restored by one back."""
-
-    def carry_(values: pd.Series, dtype: pd.ArrowDtype) -> Any:
-        try:
-            arr = pa.array(values, from_pandas=not isinstance(values.dtype, pd.ArrowDtype))
-            arr = arr.cast(dtype.pyarrow_dtype).cast(carried)
-        except (pa.ArrowException, TypeError, ValueError) as exc:
-            raise CarryError(str(exc)) from None
-        return pd.arrays.ArrowExtensionArray(arr)
-
-    def restore_(column: pa.ChunkedArray, dtype: pd.ArrowDtype) -> Any:
-        return pd.arrays.ArrowExtensionArray(column.cast(dtype.pyarrow_dtype))
-
-    return Carrier(_arrow(test), carry_, restore_)
+def _carry_logical(values: pd.Series, dtype: pd.ArrowDtype) -> Any:
+    """As the Table holds it: a dictionary decoded, a decimal as its digits, a date or time
+    as its integer, halffloat as float32 (so meta's schema, and pandas' metadata, describe
+    a frame pandas can read back: it cannot parse an ArrowDtype of a dictionary)."""
+    try:
+        arr = pa.array(values, from_pandas=not isinstance(values.dtype, pd.ArrowDtype))
+        arr = arr.cast(dtype.pyarrow_dtype)
+        arr = arr.cast(held_as(None, dtype.pyarrow_dtype))
+    except (pa.ArrowException, TypeError, ValueError) as exc:
+        raise CarryError(str(exc)) from None
+    return pd.arrays.ArrowExtensionArray(arr)
 
 
-def _is_decimal(type_: pa.DataType) -> bool:
-    return pa.types.is_decimal(type_)  # 32, 64, 128 and 256 bits
+def _restore_logical(column: pa.ChunkedArray, dtype: pd.ArrowDtype) -> Any:
+    return pd.arrays.ArrowExtensionArray(restore_column(column, dtype.pyarrow_dtype))
+
+
+def _refuse_logical(dtype: pd.ArrowDtype) -> str | None:
+    try:
+        held_as(None, dtype.pyarrow_dtype)
+    except TypeError as exc:
+        return "it " + str(exc).removeprefix("column ")  # the caller names the column
+    return None
 
 
 def _carry_float16(values: pd.Series, dtype: np.dtype) -> np.ndarray:
@@ -171,10 +178,5 @@ CARRIERS: tuple[Carrier, ...] = (
         _carry_float16,
         lambda column, dtype: column.to_numpy().astype(np.float16),
     ),
-    _cast_carrier(pa.types.is_float16, pa.float32()),
-    _cast_carrier(pa.types.is_date32, pa.int32()),
-    _cast_carrier(pa.types.is_date64, pa.int64()),
-    _cast_carrier(pa.types.is_time32, pa.int32()),
-    _cast_carrier(pa.types.is_time64, pa.int64()),
-    _cast_carrier(_is_decimal, pa.string()),
+    Carrier(_is_logical, _carry_logical, _restore_logical, _refuse_logical),
 )

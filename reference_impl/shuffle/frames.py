@@ -53,7 +53,7 @@ def check_frame_schema(meta: Any, *, carriers: bool = False) -> None:
     """Every column and the index of a dask DataFrame's ``_meta`` must be one a Table
     holds or, with ``carriers`` (the lazy path), one a carrier moves; checked on the
     client from ``meta`` alone, before anything is submitted."""
-    from reference_impl.table.dtypes import check_arrow_type
+    from reference_impl.table.logical import check_type
 
     carriers = carriers and not _is_cudf(meta)
     names = [str(c) for c in meta.columns]
@@ -75,7 +75,7 @@ def check_frame_schema(meta: Any, *, carriers: bool = False) -> None:
         except (pa.ArrowException, TypeError, ValueError) as exc:
             raise TypeError(f"{label} has dtype {values.dtype}, which Arrow cannot hold: {exc}") from exc
         try:
-            check_arrow_type(name, held_type(type_))
+            check_type(name, held_type(type_))
         except TypeError as exc:
             raise TypeError(
                 f"{label} has dtype {values.dtype}, which the shuffle does not support: {exc}"

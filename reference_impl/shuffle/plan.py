@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from reference_impl.device import SimDevice
 from reference_impl.table import ColumnNotFoundError, SchemaMismatchError, Table
+from reference_impl.table.logical import logical_schema
 from reference_impl.table.partition import MAX_PARTITIONS, partition_ids, partition_table
 
 _PROBE_DEVICE: SimDevice | None = None
@@ -57,14 +58,14 @@ def check_schemas(described: Sequence[tuple[str, pa.Schema | None]], keys: list[
             raise TypeError(f"input {i} is a {kind}, not a reference_impl Table")
     first = described[0][1]
     assert first is not None
-    shape0 = [(f.name, f.type) for f in first]
+    shape0 = [(f.name, f.type) for f in logical_schema(first)]  # a date32 is no int32
     nullable = {f.name: f.nullable for f in first}
     for i, (_, schema) in enumerate(described[1:], start=1):
         assert schema is not None
-        if [(f.name, f.type) for f in schema] != shape0:
+        if [(f.name, f.type) for f in logical_schema(schema)] != shape0:
             raise SchemaMismatchError(
-                f"inputs have different schemas: input 0 has {_shape(first)}, "
-                f"input {i} has {_shape(schema)}"
+                f"inputs have different schemas: input 0 has {_shape(logical_schema(first))}, "
+                f"input {i} has {_shape(logical_schema(schema))}"
             )
         for f in schema:
             nullable[f.name] |= f.nullable

@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from .column import Column
 from .dtypes import check_arrow_type, is_string, offsets_dtype, storage_dtype
+from .logical import carry, restore
 
 if TYPE_CHECKING:
     from .table import Table
@@ -79,6 +80,7 @@ def columns_from_arrow(
         raise TypeError(
             f"from_arrow expects a pyarrow Table or RecordBatch, got {type(data).__name__}"
         )
+    data = carry(data)  # dictionaries, decimals, dates, times, float16 as the types held
     schema = data.schema
     names = list(schema.names)
     seen: set[str] = set()
@@ -128,7 +130,8 @@ def _to_arrow_array(col: Column, n: int) -> pa.Array:
 
 
 def to_arrow(table: Table) -> pa.Table:
-    """Copy ``table`` to a host Arrow table (d2h), with its schema and metadata."""
+    """Copy ``table`` to a host Arrow table (d2h), with its schema and metadata, its
+    logical types restored."""
     n = table.num_rows
     arrays = [_to_arrow_array(c, n) for c in table.columns]
-    return pa.Table.from_arrays(arrays, schema=table.schema)
+    return restore(pa.Table.from_arrays(arrays, schema=table.schema))

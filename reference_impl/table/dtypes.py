@@ -31,7 +31,8 @@ _FROM_NUMPY = {v: k for k, v in _FIXED.items()}
 
 SUPPORTED = (
     "bool, int8-int64, uint8-uint64, float32, float64, timestamp/datetime64 and "
-    "duration/timedelta64 in s, ms, us or ns, utf8 (string) and large_utf8 (large_string)"
+    "duration/timedelta64 in s, ms, us or ns, utf8 (string) and large_utf8 (large_string); "
+    "held as one of those: unordered dictionaries, decimals, date32/64, time32/64, halffloat"
 )
 
 

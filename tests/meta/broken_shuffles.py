@@ -753,6 +753,50 @@ class RecoversOnlyOnce(_BrokenShuffle):
     max_restarts = 1
 
 
+# 27 ----------------------------------------------------------------------------- 14.22
+def _decimals_through_float(table: Any, on: Sequence[str] = ()) -> Any:
+    """The output with its decimals gone through float64 (as pandas turns Decimal objects
+    into floats): the type is back, digits past float64's 15-17 are not."""
+    import pyarrow as pa
+
+    t = _to_arrow(table)
+    for i, f in enumerate(t.schema):
+        if pa.types.is_decimal(f.type):
+            t = t.set_column(i, f, t.column(i).cast(pa.float64()).cast(f.type, safe=False))
+    return t
+
+
+class DecimalsThroughFloat(_BrokenShuffle):
+    """Moves decimal columns as float64 and casts them back to their decimal type: small
+    values survive, a decimal's full precision does not."""
+
+    name = "broken-shuffle-decimals-through-float"
+    violates = ("14.22",)
+    finish = staticmethod(_decimals_through_float)
+
+
+# 28 ----------------------------------------------------------------------------- 14.22
+def _dictionaries_decoded(table: Any, on: Sequence[str] = ()) -> Any:
+    """The output with each dictionary column as its values (what a concat that does not
+    unify dictionaries falls back to)."""
+    import pyarrow as pa
+
+    t = _to_arrow(table)
+    for i, f in enumerate(t.schema):
+        if pa.types.is_dictionary(f.type):
+            decoded = pa.field(f.name, f.type.value_type, f.nullable, f.metadata)
+            t = t.set_column(i, decoded, t.column(i).cast(decoded.type))
+    return t
+
+
+class DecodesDictionaries(_BrokenShuffle):
+    """Returns dictionary columns decoded: every value right, the type not the inputs'."""
+
+    name = "broken-shuffle-decodes-dictionaries"
+    violates = ("14.22",)
+    finish = staticmethod(_dictionaries_decoded)
+
+
 # which conformance ID must catch which bug
 EXPECTED: dict[str, tuple[type, str]] = {
     "drops_empty": (DropsEmptyOutputs, "SHUF-COUNT-001"),
@@ -783,6 +827,8 @@ EXPECTED: dict[str, tuple[type, str]] = {
     "keeps_host_copies": (KeepsHostCopies, "SHUF-BOUND-003"),
     "gives_up_at_first_loss": (GivesUpAtFirstLoss, "SHUF-FAULT-001"),
     "recovers_once": (RecoversOnlyOnce, "SHUF-FAULT-005"),
+    "decimals_through_float": (DecimalsThroughFloat, "SHUF-DTYPE-001"),
+    "decodes_dictionaries": (DecodesDictionaries, "SHUF-DTYPE-001"),
 }
 
 for _attr, (_cls, _cid) in EXPECTED.items():

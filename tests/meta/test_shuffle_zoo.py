@@ -56,6 +56,7 @@ COST = {
     "SHUF-BOUND-003": 15,  # two shuffles of 24 MiB (the warm-up has the measured one's size)
     "SHUF-STATE-001": 45,
     "SHUF-FAULT-004": 12,
+    "SHUF-DTYPE-001": 10,
 }
 RESTART = 6
 DEFAULT_COST = 1

@@ -1,5 +1,5 @@
 """Dtypes a Table cannot hold, through the lazy shuffle (``reference_impl.shuffle.carriers``):
-categoricals, float16, dates, times and decimals carried and restored to meta's exact dtypes;
+categoricals, float16, dates, times, decimals and Arrow dictionaries carried and restored to meta's exact dtypes;
 everything else refused on the client before anything is submitted.
 
 Each carried result is checked against pandas with exact dtypes, nulls included, and each
@@ -176,12 +176,22 @@ def _widened_frame(n: int = 500, seed: int = 5) -> pd.DataFrame:
             ),
             "m32": _arrow([None if d is None else decimal.Decimal(d).scaleb(-2) for d in days], pa.decimal32(9, 2)),
             "m64": _arrow(big, pa.decimal64(18, 10)),
+            # an ArrowDtype of a dictionary: pandas cannot read its name back from metadata
+            "dict": pd.arrays.ArrowExtensionArray(
+                pa.DictionaryArray.from_arrays(
+                    pa.array(
+                        [None if z else int(d) % 5 for z, d in zip(null, days, strict=True)],
+                        pa.int16(),
+                    ),
+                    ["q", "r", "s", "t", "u"],
+                )
+            ),
         },
         index=pd.Index(np.arange(n), name="rid"),
     )
 
 
-def test_float16_dates_times_and_decimals_round_trip_with_nulls(dask_cluster, seen):
+def test_float16_dates_times_decimals_and_dictionaries_round_trip_with_nulls(dask_cluster, seen):
     _, client = dask_cluster
     pdf = _widened_frame()
     assert pdf["ah"].isna().any() and np.isnan(pdf["h"]).any() and pdf["d"].isna().any()
@@ -211,6 +221,23 @@ def test_a_nested_column_is_refused_before_anything_is_submitted(dask_cluster, c
     assert str(info.value) == (
         f"column 'l' has dtype {column.dtype}, which the shuffle does not support: "
         f"column 'l' has unsupported type {type_}; supported: {SUPPORTED}"
+    )
+    assert _scheduler_tasks(client) == 0
+
+
+def test_an_ordered_arrow_dictionary_is_refused_before_anything_is_submitted(dask_cluster):
+    """Its order lives in a dictionary each output rebuilds (the Table's rule, one place)."""
+    _, client = dask_cluster
+    ordered = pa.DictionaryArray.from_arrays(
+        pa.array([0, 1, 0], pa.int8()), ["lo", "hi"], ordered=True
+    )
+    pdf = pd.DataFrame({"k": [1, 2, 3], "o": pd.arrays.ArrowExtensionArray(ordered)})
+    with in_dask.device_shuffle(client), pytest.raises(TypeError) as info:
+        dd.from_pandas(pdf, npartitions=2).shuffle("k", npartitions=2).compute()
+    assert str(info.value) == (
+        f"column 'o' has dtype {pdf['o'].dtype}, which the shuffle does not support: it is an "
+        "ordered dictionary (dictionary<values=string, indices=int8, ordered=1>): its order lives "
+        "in a dictionary each output rebuilds from the values it holds; cast it to its values first"
     )
     assert _scheduler_tasks(client) == 0
 

@@ -173,14 +173,34 @@ def test_unsupported_dtype(client):
 
     from reference_impl.shuffle import shuffle_dataframe
 
-    df = pd.DataFrame({"k": [1, 2, 3], "c": pd.Categorical(["a", "b", "a"])})
+    import pyarrow as pa
+
+    lists = pd.Series([[1], [], None], dtype=pd.ArrowDtype(pa.list_(pa.int64())))
+    df = pd.DataFrame({"k": [1, 2, 3], "c": lists})
     before = client.run_on_scheduler(shuffle_keys)
     with pytest.raises(TypeError) as info:
         shuffle_dataframe(dd.from_pandas(df, npartitions=2), "k", 2, client=client)
     assert str(info.value).startswith(
-        "column 'c' has dtype category, which the shuffle does not support: "
+        "column 'c' has dtype list<item: int64>[pyarrow], which the shuffle does not support: "
     )
     assert client.run_on_scheduler(shuffle_keys) == before
+
+
+def test_a_categorical_travels_as_an_arrow_dictionary(client):
+    """The Table holds an unordered dictionary as its values (``table.logical``); meta's
+    categories and their order come back. (An ordered one is refused, naming the column: the
+    lazy path carries those, as codes in meta's categories.)"""
+    import dask.dataframe as dd
+    import pandas as pd
+
+    from reference_impl.shuffle import shuffle_dataframe
+
+    dtype = pd.CategoricalDtype(["z", "a", "b"])
+    df = pd.DataFrame({"k": range(40), "c": pd.Categorical(list("abz" * 13) + [None], dtype=dtype)})
+    out = shuffle_dataframe(dd.from_pandas(df, npartitions=3), "k", 4, client=client)
+    got = out.compute().sort_values("k").reset_index(drop=True)
+    assert got["c"].dtype == dtype
+    pd.testing.assert_frame_equal(got, df, check_index_type=False)
 
 
 def test_shuffle_dataframe_round_trip(client):

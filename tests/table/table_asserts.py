@@ -7,6 +7,11 @@ import pyarrow as pa
 
 
 def _bits(arr: pa.Array) -> pa.Array:
+    """Floats as their bits; a dictionary as its values (its own dictionary is not promised)."""
+    if pa.types.is_dictionary(arr.type):
+        return _bits(arr.cast(arr.type.value_type))
+    if pa.types.is_float16(arr.type):
+        return arr.view(pa.int16())
     if pa.types.is_float64(arr.type):
         return arr.view(pa.int64())
     if pa.types.is_float32(arr.type):

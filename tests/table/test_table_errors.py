@@ -3,6 +3,7 @@ reads the same before and after the failed call."""
 
 from __future__ import annotations
 
+import decimal
 import re
 
 import numpy as np
@@ -15,7 +16,8 @@ from reference_impl.table.partition import partition_ids, partition_table
 
 SUPPORTED = (
     "supported: bool, int8-int64, uint8-uint64, float32, float64, timestamp/datetime64 and "
-    "duration/timedelta64 in s, ms, us or ns, utf8 (string) and large_utf8 (large_string)"
+    "duration/timedelta64 in s, ms, us or ns, utf8 (string) and large_utf8 (large_string); "
+    "held as one of those: unordered dictionaries, decimals, date32/64, time32/64, halffloat"
 )
 
 
@@ -53,19 +55,42 @@ def test_missing_column_lists_the_present_ones(dev, table):
 
 
 def test_unsupported_arrow_type_allocates_nothing(dev):
-    data = pa.table({"ok": pa.array(np.arange(1000)), "h": pa.array(np.ones(1000, np.float16))})
+    data = pa.table({"ok": pa.array(np.arange(1000)), "l": pa.array([[1]] * 1000)})
     raises_exactly(
         dev,
         TypeError,
-        f"column 'h' has unsupported type halffloat; {SUPPORTED}",
+        f"column 'l' has unsupported type list<item: int64>; {SUPPORTED}",
         lambda: Table.from_arrow(data, dev),
     )
-    dates = pa.table({"d": pa.array([1], pa.date32())})
+    structs = pa.table({"ok": pa.array([1.5]), "s": pa.array([{"x": 1}])})
     raises_exactly(
         dev,
         TypeError,
-        f"column 'd' has unsupported type date32[day]; {SUPPORTED}",
-        lambda: Table.from_arrow(dates, dev),
+        f"column 's' has unsupported type struct<x: int64>; {SUPPORTED}",
+        lambda: Table.from_arrow(structs, dev),
+    )
+
+
+def test_logical_types_that_cannot_travel_allocate_nothing(dev):
+    """An ordered dictionary's order lives in a dictionary the outputs rebuild; Arrow casts
+    no negative-scale decimal from its digits: both refused, naming the column."""
+    ordered = pa.DictionaryArray.from_arrays(
+        pa.array([0, 1], pa.int8()), ["lo", "hi"], ordered=True
+    )
+    raises_exactly(
+        dev,
+        TypeError,
+        "column 'o' is an ordered dictionary (dictionary<values=string, indices=int8, "
+        "ordered=1>): its order lives in a dictionary each output rebuilds from the values "
+        "it holds; cast it to its values first",
+        lambda: Table.from_arrow(pa.table({"ok": pa.array([1, 2]), "o": ordered}), dev),
+    )
+    scaled = pa.array([decimal.Decimal("1E+3")], pa.decimal128(5, -3))
+    raises_exactly(
+        dev,
+        TypeError,
+        "column 'q' is decimal128(5, -3), a decimal of negative scale, which is not carried",
+        lambda: Table.from_arrow(pa.table({"ok": pa.array([1]), "q": scaled}), dev),
     )
 
 

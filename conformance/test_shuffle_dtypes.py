@@ -1,0 +1,38 @@
+"""Clause 14.22: the types users hold beyond 14.1's generated set (dictionaries, decimals,
+dates, times, halffloat) shuffle exactly, as keys and as payload: every row once and
+unchanged, the inputs' Arrow types, equal keys in one output."""
+
+from __future__ import annotations
+
+from conformance import conformance_id, requires
+from conformance import shuffle_oracle as oracle
+from conformance.shuffle_harness import for_each_case
+from conformance.tables import DTYPE_TYPES, KEY_TYPES, every_dtype_case, shuffle_cases
+
+# generated: 14.22 keys and payload, or 14.1 keys mixed in; always: every type at once
+_DTYPES = tuple(DTYPE_TYPES)
+
+
+@conformance_id("SHUF-DTYPE-001", clause=("14.22", "14.1", "14.6", "14.8"))
+@requires("shuffle", "shuffle.dtypes")
+def test_dictionary_decimal_date_time_and_halffloat_columns_shuffle_exactly(
+    impl, shuffle_cluster, hyp_settings
+):
+    nulls = "shuffle.nulls" in impl.capabilities
+
+    def body(case):
+        outputs = shuffle_cluster.run(case).outputs
+        problems = oracle.count_problems(outputs, case.npartitions)
+        assert not problems, problems
+        problems = (
+            oracle.schema_problems(outputs, case.schema)
+            + oracle.row_problems(case.tables, outputs)
+            + oracle.colocation_problems(outputs, case.on)
+        )
+        assert not problems, "; ".join(problems)
+
+    keys = shuffle_cases(key_types=_DTYPES, payload_types=_DTYPES, nulls=nulls, max_rows=80)
+    mixed = shuffle_cases(
+        key_types=(*_DTYPES, *KEY_TYPES), payload_types=_DTYPES, nulls=nulls, max_rows=80
+    )
+    for_each_case(hyp_settings(shuffle=True), keys | mixed, body, [every_dtype_case()])
