@@ -18,6 +18,8 @@ from .arrow import columns_from_arrow
 from .arrow import to_arrow as _to_arrow
 from .column import Column
 from .errors import ColumnNotFoundError, SchemaMismatchError
+from .logical import KEY as LOGICAL_KEY
+from .logical import logical_schema
 
 
 class Table:
@@ -193,7 +195,10 @@ class Table:
 
     # --- comparison and combination ------------------------------------------------
     def _shape(self) -> list[tuple[str, pa.DataType]]:
-        return [(n, c.type) for n, c in self._columns.items()]
+        """Names and logical types: a date32 column held as int32 is no int32 column."""
+        if not self._metadata or LOGICAL_KEY not in self._metadata:
+            return [(n, c.type) for n, c in self._columns.items()]
+        return [(f.name, f.type) for f in logical_schema(self.schema)]
 
     def equals(self, other: Table) -> bool:
         """Same column names, types, rows and values; nulls compare equal, NaN equals

@@ -170,10 +170,9 @@ def test_no_inputs(client):
 def test_unsupported_dtype(client):
     import dask.dataframe as dd
     import pandas as pd
+    import pyarrow as pa
 
     from reference_impl.shuffle import shuffle_dataframe
-
-    import pyarrow as pa
 
     lists = pd.Series([[1], [], None], dtype=pd.ArrowDtype(pa.list_(pa.int64())))
     df = pd.DataFrame({"k": [1, 2, 3], "c": lists})

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pickle
 
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from table_asserts import assert_identical
@@ -14,6 +15,7 @@ from table_asserts import assert_identical
 from conformance.tables import DTYPE_TYPES, KEY_TYPES, shuffle_cases
 from reference_impl import Table
 from reference_impl.device import SimDevice
+from reference_impl.table import SchemaMismatchError
 from reference_impl.table.logical import KEY
 from reference_impl.table.partition import partition_table
 
@@ -70,3 +72,25 @@ def test_tables_of_held_types_carry_nothing():
     table = Table.from_arrow(data, DEV)
     assert table.schema.metadata is None
     assert_identical(table.to_arrow(), data)
+
+
+def test_a_logical_column_never_concatenates_with_the_type_it_is_held_as():
+    """date32 is held as int32: the types compared are the logical ones, or the ints of the
+    second table would come back as dates."""
+    dates = Table.from_arrow(pa.table({"d": pa.array([1], pa.int32()).cast(pa.date32())}), DEV)
+    ints = Table.from_arrow(pa.table({"d": pa.array([1], pa.int32())}), DEV)
+    with pytest.raises(SchemaMismatchError, match=r"table 0 has \(d: date32\[day\]\), table 1 has \(d: int32\)"):
+        Table.concat([dates, ints])
+    assert not dates.equals(ints)
+
+
+def test_shuffle_inputs_that_differ_only_in_a_logical_type_are_refused():
+    """The shuffle's plan compares the logical schemas too (clause 14.12's differing inputs)."""
+    from reference_impl.shuffle.plan import check_schemas
+
+    dates = Table.from_arrow(pa.table({"d": pa.array([1], pa.int32()).cast(pa.date32())}), DEV)
+    ints = Table.from_arrow(pa.table({"d": pa.array([1], pa.int32())}), DEV)
+    described = [("Table", dates.schema), ("Table", ints.schema)]
+    with pytest.raises(SchemaMismatchError, match=r"input 0 has \(d: date32\[day\]\), input 1 has \(d: int32\)"):
+        check_schemas(described, ["d"])
+    assert check_schemas(described[:1], ["d"]).equals(dates.schema, check_metadata=True)
