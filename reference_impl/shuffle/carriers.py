@@ -20,8 +20,9 @@ halffloat)
 =====================================  ===========================  ==========================
 
 Every carry is exact (float16 widens; the Arrow types follow the Table's one rule), and
-nulls travel as Arrow nulls (category codes as -1). Unknown categories are carried only when they are strings and unordered: their order
-is not in ``meta``, so an ordered one cannot be restored. A value outside meta's known categories is an error, never a silent null.
+nulls travel as Arrow nulls (category codes as -1). Unknown categories are carried only when
+they are strings and unordered: their order is not in ``meta``, so an ordered one cannot be
+restored. A value outside meta's known categories is an error, never a silent null.
 """
 
 from __future__ import annotations

@@ -58,14 +58,16 @@ def check_schemas(described: Sequence[tuple[str, pa.Schema | None]], keys: list[
             raise TypeError(f"input {i} is a {kind}, not a reference_impl Table")
     first = described[0][1]
     assert first is not None
-    shape0 = [(f.name, f.type) for f in logical_schema(first)]  # a date32 is no int32
+    logical0 = logical_schema(first)  # the types compared: a date32 held as int32 is no int32
+    shape0 = [(f.name, f.type) for f in logical0]
     nullable = {f.name: f.nullable for f in first}
     for i, (_, schema) in enumerate(described[1:], start=1):
         assert schema is not None
-        if [(f.name, f.type) for f in logical_schema(schema)] != shape0:
+        logical = logical_schema(schema)
+        if [(f.name, f.type) for f in logical] != shape0:
             raise SchemaMismatchError(
-                f"inputs have different schemas: input 0 has {_shape(logical_schema(first))}, "
-                f"input {i} has {_shape(logical_schema(schema))}"
+                f"inputs have different schemas: input 0 has {_shape(logical0)}, "
+                f"input {i} has {_shape(logical)}"
             )
         for f in schema:
             nullable[f.name] |= f.nullable

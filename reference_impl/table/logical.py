@@ -102,7 +102,10 @@ def logical_fields(schema: pa.Schema) -> dict[str, pa.Field]:
 def logical_schema(schema: pa.Schema) -> pa.Schema:
     """What ``restore`` gives for a table of the held ``schema``: its logical types, without
     :data:`KEY`."""
-    logical = logical_fields(schema)
+    return _with_logical(schema, logical_fields(schema))
+
+
+def _with_logical(schema: pa.Schema, logical: dict[str, pa.Field]) -> pa.Schema:
     if not logical:
         return schema
     fields = [logical.get(f.name, f) for f in schema]
@@ -124,10 +127,10 @@ def restore_column(column: pa.ChunkedArray, type_: pa.DataType) -> pa.ChunkedArr
 
 def restore(table: pa.Table) -> pa.Table:
     """``table`` (held types) with its logical types back and :data:`KEY` dropped."""
-    logical = logical_fields(table.schema)
+    logical = logical_fields(table.schema)  # decoded once
     if not logical:
         return table
-    schema = logical_schema(table.schema)
+    schema = _with_logical(table.schema, logical)
     columns = [
         restore_column(table.column(i), schema.field(i).type)
         if f.name in logical
