@@ -69,6 +69,17 @@ def test_every_target_module_exists():
             assert (REPO / m).is_file(), m
 
 
+def test_each_module_has_one_group_and_the_front_end_is_judged_under_dask():
+    """A module in two groups would be judged by whichever came last; the lazy path's
+    modules are reached only by a shuffle under dask's API, never by --impl=reference."""
+    modules = [m for g in targets.GROUPS for m in g.modules]
+    assert len(modules) == len(set(modules)), sorted(m for m in modules if modules.count(m) > 1)
+    front = targets.group_of("reference_impl/shuffle/frames.py")
+    assert front.impl == "reference-in-dask" and "--impl=reference-in-dask" in front.pytest_args()
+    assert front.slice_key != targets.group_of("reference_impl/shuffle/plan.py").slice_key
+    assert targets.group_of("reference_impl/table/logical.py").impl == "reference"
+
+
 def test_smoke_run_kills_and_resumes(tmp_path):
     """A real run of 3 mutants, then a resumed run that finds nothing left to do."""
     args = [

@@ -24,7 +24,7 @@ from cosmic_ray.mutating import mutate_and_test
 from cosmic_ray.work_db import WorkDB, use_db
 from cosmic_ray.work_item import MutationSpec, TestOutcome, WorkerOutcome, WorkItem
 from plan import rank, session_path
-from select_tests import PYTEST, Baseline
+from select_tests import Baseline
 from targets import Group
 
 from conformance import gitinfo
@@ -123,7 +123,7 @@ def command_for(job: Job, group: Group, base: Baseline, workdir: Path) -> tuple[
         note = f"no conformance test reaches {job.module}:{spec.start_pos[0]}"
         return shlex.join([sys.executable, "-c", f"print({note!r})"]), 30.0
     budget = sum(base.durations.get(t, 1.0) for t in tests)
-    cmd = [*launcher, sys.executable, *PYTEST, "-x", "-q", "--no-header", "-p", "no:cov", *tests]
+    cmd = [*launcher, sys.executable, *group.pytest_args(), "-x", "-q", "--no-header", "-p", "no:cov", *tests]
     return shlex.join(cmd), TIMEOUT_FACTOR * budget + 60
 
 

@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     head = execute.commit(args.commit)
     groups = [g for g in GROUPS if not args.group or g.name in args.group]
     if args.ids:
-        groups = [Group(f"{g.name}[{args.ids}]", g.modules, args.ids, g.in_process) for g in groups]
+        groups = [Group(f"{g.name}[{args.ids}]", g.modules, args.ids, g.in_process, g.impl) for g in groups]
     by_module = {m: g for g in groups for m in g.modules if not args.module or m in args.module}
     modules = list(by_module)
     if args.module and len(modules) != len(args.module):

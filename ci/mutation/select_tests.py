@@ -20,8 +20,6 @@ from pathlib import Path
 from targets import Group
 
 IMPORT = "<import>"
-# No "conformance" path here: with node ids after it, pytest would run the whole directory too.
-PYTEST = ["-m", "pytest", "--impl=reference", "--device=sim", "-p", "no:randomly"]
 
 
 @dataclass
@@ -29,7 +27,7 @@ class Baseline:
     """Durations of every test of every slice, and line coverage of the in-process ones."""
 
     durations: dict[str, float] = field(default_factory=dict)
-    slices: dict[str, list[str]] = field(default_factory=dict)  # conformance ids -> node ids
+    slices: dict[str, list[str]] = field(default_factory=dict)  # Group.slice_key -> node ids
     lines: dict[str, dict[int, list[str]]] = field(default_factory=dict)  # module -> line -> ids
     spawners: list[str] = field(default_factory=list)  # tests that run the store in a subprocess
 
@@ -48,9 +46,9 @@ class Baseline:
             for line in range(first, last + 1):
                 ids.update(self.lines.get(module, {}).get(line, ()))
         if not group.in_process or IMPORT in ids:
-            ids = set(self.slices[group.ids])
+            ids = set(self.slices[group.slice_key])
         elif not ids:  # no in-process test reaches it: only one that runs a subprocess can
-            ids = {t for t in self.slices[group.ids] if t.split("[", 1)[0] in self.spawners}
+            ids = {t for t in self.slices[group.slice_key] if t.split("[", 1)[0] in self.spawners}
         return sorted(ids, key=lambda t: self.durations.get(t, 0.0))
 
 
@@ -101,11 +99,11 @@ def run_baseline(base: Baseline, groups: list[Group], workdir: Path, env: dict[s
     """Run each slice not yet in ``base`` once on the unmutated code; it must be green."""
     base.spawners = subprocess_tests(workdir)
     for group in groups:
-        if group.ids in base.slices and all(m in base.lines for m in group.modules if group.in_process):
+        if group.slice_key in base.slices and all(m in base.lines for m in group.modules if group.in_process):
             continue
-        tag = hashlib.sha1(group.ids.encode()).hexdigest()[:8]
+        tag = hashlib.sha1(group.slice_key.encode()).hexdigest()[:8]
         junit = out / f"baseline-{tag}.xml"
-        cmd = [sys.executable, *PYTEST, "conformance", f"--conformance-ids={group.ids}"]
+        cmd = [sys.executable, *group.pytest_args(), "conformance", f"--conformance-ids={group.ids}"]
         cmd += [f"--junitxml={junit}", "-q"]
         cov_file = out / f"coverage-{tag}"
         run_env = env
@@ -121,6 +119,6 @@ def run_baseline(base: Baseline, groups: list[Group], workdir: Path, env: dict[s
             raise SystemExit(f"baseline of {group.name} failed (exit {proc.returncode}): fix the suite first")
         durations = _junit_durations(junit)
         base.durations.update(durations)
-        base.slices[group.ids] = sorted(durations)
+        base.slices[group.slice_key] = sorted(durations)
         if group.in_process:
             base.lines.update(_coverage_lines(cov_file, workdir, group.modules))

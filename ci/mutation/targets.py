@@ -18,6 +18,25 @@ class Group:
     modules: tuple[str, ...]
     ids: str  # --conformance-ids for the slice
     in_process: bool  # the code runs in the pytest process, so line coverage selects tests
+    impl: str = "reference"  # the adapter that reaches the modules (--impl)
+
+    @property
+    def slice_key(self) -> str:
+        """The baseline's key for this slice: the IDs, and the adapter when not the reference."""
+        return self.ids if self.impl == "reference" else f"{self.impl}:{self.ids}"
+
+    def pytest_args(self) -> list[str]:
+        return [*PYTEST, f"--impl={self.impl}"]
+
+
+# No "conformance" path here: with node ids after it, pytest would run the whole directory too.
+PYTEST = ["-m", "pytest", "--device=sim", "-p", "no:randomly"]
+# The lazy shuffle's front end: only a shuffle under dask's own API reaches it.
+FRONT_END = (
+    "reference_impl/shuffle/carriers.py",
+    "reference_impl/shuffle/frames.py",
+    "reference_impl/shuffle/in_dask.py",
+)
 
 
 def _glob(pattern: str, skip: tuple[str, ...] = ()) -> tuple[str, ...]:
@@ -37,7 +56,19 @@ GROUPS = (
     # coverage in the pytest process cannot see them, so every SHUF test is a candidate.
     Group(
         "shuffle",
-        _glob("reference_impl/shuffle/*.py", skip=("__init__.py", "errors.py", "preload.py")),
+        _glob(
+            "reference_impl/shuffle/*.py",
+            skip=("__init__.py", "errors.py", "preload.py", *(m.rsplit("/", 1)[1] for m in FRONT_END)),
+        ),
+        "SHUF-*",
+        in_process=False,
+    ),
+    Group("front-end", FRONT_END, "SHUF-*", in_process=False, impl="reference-in-dask"),
+    # The Table's Arrow interchange and its logical types: every shuffle input and output
+    # crosses them, on the workers.
+    Group(
+        "table",
+        tuple(f"reference_impl/table/{m}.py" for m in ("arrow", "dtypes", "logical", "table")),
         "SHUF-*",
         in_process=False,
     ),
