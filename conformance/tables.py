@@ -292,9 +292,33 @@ _EXAMPLES: dict[str, list] = {
         decimal.Decimal("-0.01"),
         decimal.Decimal("1.50"),
     ],
+    "decimal128(10, -3)": [decimal.Decimal("9999999999E+3"), decimal.Decimal("-1E+3"), decimal.Decimal("0E+3")],
     "date32": [datetime.date(1, 1, 1), datetime.date(9999, 12, 31), datetime.date(1970, 1, 1)],
     "date64": [-719_162 * _DAY_MS, 0, 2_932_896 * _DAY_MS],
     "time32[ms]": [0, _DAY_MS - 1, 1],
     "time64[ns]": [0, _DAY_MS * 1_000_000 - 1, 1],
     "halffloat": [math.nan, -0.0, 65504.0],
 }
+
+
+# Clause 14.22's other half: types an implementation may not carry, each of which it must
+# either shuffle exactly or refuse naming the column.
+HARD_COLUMN = "hard_column"
+HARD_TYPES: dict[str, tuple[pa.DataType, list]] = {
+    "list<int64>": (pa.list_(pa.int64()), [[1, 2], None, [], [3]]),
+    "struct<a: int64>": (pa.struct([("a", pa.int64())]), [{"a": 1}, None, {"a": None}, {"a": 4}]),
+    "ordered dictionary": (pa.dictionary(pa.int8(), pa.string(), ordered=True), ["lo", "hi", None, "lo"]),
+}
+
+
+def hard_type_case(name: str) -> ShuffleCase:
+    """An int64 key, a payload column ``HARD_COLUMN`` of one of ``HARD_TYPES``, two inputs."""
+    type_, values = HARD_TYPES[name]
+    if pa.types.is_dictionary(type_):
+        hard = pa.DictionaryArray.from_arrays(
+            pa.array([0, 1, None, 0], type_.index_type), ["lo", "hi"], ordered=type_.ordered
+        )
+    else:
+        hard = pa.array(values, type_)
+    whole = pa.table({"k0": pa.array([1, 2, 3, 1], pa.int64()), HARD_COLUMN: hard, ROW_ID: pa.array(range(4), pa.int64())})
+    return ShuffleCase((whole.slice(0, 2), whole.slice(2)), ("k0",), 2)

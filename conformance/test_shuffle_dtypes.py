@@ -4,10 +4,21 @@ unchanged, the inputs' Arrow types, equal keys in one output."""
 
 from __future__ import annotations
 
+import pytest
+
 from conformance import conformance_id, requires
 from conformance import shuffle_oracle as oracle
 from conformance.shuffle_harness import for_each_case
-from conformance.tables import DTYPE_TYPES, KEY_TYPES, every_dtype_case, shuffle_cases
+from conformance.tables import (
+    DTYPE_TYPES,
+    HARD_COLUMN,
+    HARD_TYPES,
+    KEY_TYPES,
+    every_dtype_case,
+    hard_type_case,
+    mixed_case,
+    shuffle_cases,
+)
 
 # generated: 14.22 keys and payload, or 14.1 keys mixed in; always: every type at once
 _DTYPES = tuple(DTYPE_TYPES)
@@ -36,3 +47,23 @@ def test_dictionary_decimal_date_time_and_halffloat_columns_shuffle_exactly(
         key_types=(*_DTYPES, *KEY_TYPES), payload_types=_DTYPES, nulls=nulls, max_rows=80
     )
     for_each_case(hyp_settings(shuffle=True), keys | mixed, body, [every_dtype_case()])
+
+
+@conformance_id("SHUF-DTYPE-002", clause=("14.22", "14.12"))
+@requires("shuffle", "shuffle.dtypes")
+@pytest.mark.parametrize("type_name", sorted(HARD_TYPES))
+def test_a_type_not_carried_is_refused_naming_the_column(impl, shuffle_cluster, type_name):
+    """Lists, structs, ordered dictionaries and negative-scale decimals: each shuffled
+    exactly, or refused with the column named; never another type, rounded values or an
+    error that leaves the user guessing which column. The cluster shuffles after."""
+    case = hard_type_case(type_name)
+    try:
+        outputs = shuffle_cluster.run(case).outputs
+    except Exception as exc:  # noqa: BLE001 - any refusal is allowed, if it names the column
+        assert HARD_COLUMN in str(exc), f"{type_name}: refused without naming the column: {exc!r}"
+        good = mixed_case(2, 2, 20, 3, nulls="shuffle.nulls" in impl.capabilities)
+        problems = oracle.check(good, shuffle_cluster.run(good).outputs)
+        assert not problems, f"after refusing {type_name}: " + "; ".join(problems)
+        return
+    problems = oracle.schema_problems(outputs, case.schema) + oracle.row_problems(case.tables, outputs)
+    assert not problems, f"{type_name}: " + "; ".join(problems)

@@ -7,7 +7,7 @@ travel exactly as one of those, so a user's table need not be converted first:
 Arrow type                                       held as
 ===============================================  ==============================
 dictionary<values=V, indices=I>, unordered        V (decoded; carried again if V is)
-decimal32/64/128/256(p, s), s >= 0                utf8, every digit
+decimal32/64/128/256(p, s)                        utf8, every digit
 date32, time32(s/ms)                              int32, their own integers
 date64, time64(us/ns)                             int64, their own integers
 halffloat (float16)                               float32 (every value, NaN and -0.0 kept)
@@ -16,9 +16,8 @@ halffloat (float16)                               float32 (every value, NaN and 
 The logical schema rides in the Table's schema metadata under :data:`KEY`, which slicing,
 concatenation, comms, spilling and the shuffle all keep, so :func:`restore` in ``to_arrow``
 gives back the exact types (a dictionary's own dictionary is rebuilt from the values present,
-in the order they first appear, with the original index type). An ordered dictionary and a
-negative-scale decimal are refused, naming the column: the order lives in a dictionary the
-outputs rebuild, and Arrow cannot cast such a decimal from its digits.
+in the order they first appear, with the original index type). An ordered dictionary is
+refused, naming the column: its order lives in a dictionary the outputs rebuild.
 """
 
 from __future__ import annotations
@@ -46,11 +45,7 @@ def held_as(name: str | None, type_: pa.DataType) -> pa.DataType | None:
             )
         return held_as(name, type_.value_type) or type_.value_type
     if pa.types.is_decimal(type_):
-        if type_.scale < 0:
-            raise TypeError(
-                f"{label} is {type_}, a decimal of negative scale, which is not carried"
-            )
-        return pa.string()
+        return pa.string()  # every digit, negative scales too ("1.2E+2")
     if pa.types.is_date32(type_) or pa.types.is_time32(type_):
         return pa.int32()
     if pa.types.is_date64(type_) or pa.types.is_time64(type_):

@@ -20,7 +20,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from conformance.adapters._spread import read_outputs, workers
+from conformance.adapters._spread import read_outputs, spread, workers
 from conformance.adapters.reference import ReferenceAdapter
 
 
@@ -797,6 +797,30 @@ class DecodesDictionaries(_BrokenShuffle):
     finish = staticmethod(_dictionaries_decoded)
 
 
+# 29 ----------------------------------------------------------------------------- 14.22
+def _stringified(table: Any) -> Any:
+    """Task: an input onto the device, each column the Table cannot hold (lists, structs,
+    ordered dictionaries) as the text of its values: something, rather than an error."""
+    import pyarrow as pa
+
+    for i, f in enumerate(table.schema):
+        if pa.types.is_nested(f.type) or (pa.types.is_dictionary(f.type) and f.type.ordered):
+            text = pa.array([None if v is None else str(v) for v in table.column(i).to_pylist()], pa.string())
+            table = table.set_column(i, pa.field(f.name, pa.string(), f.nullable), text)
+    return _on_device(table)
+
+
+class StringifiesWhatItCannotHold(_BrokenShuffle):
+    """Loads a column it cannot hold as the text of its values instead of refusing it: the
+    shuffle succeeds, the outputs have a string column where the inputs had a list."""
+
+    name = "broken-shuffle-stringifies"
+    violates = ("14.22",)
+
+    def load_inputs(self, tables, env):
+        return spread(env, _stringified, tables)
+
+
 # which conformance ID must catch which bug
 EXPECTED: dict[str, tuple[type, str]] = {
     "drops_empty": (DropsEmptyOutputs, "SHUF-COUNT-001"),
@@ -829,6 +853,7 @@ EXPECTED: dict[str, tuple[type, str]] = {
     "recovers_once": (RecoversOnlyOnce, "SHUF-FAULT-005"),
     "decimals_through_float": (DecimalsThroughFloat, "SHUF-DTYPE-001"),
     "decodes_dictionaries": (DecodesDictionaries, "SHUF-DTYPE-001"),
+    "stringifies": (StringifiesWhatItCannotHold, "SHUF-DTYPE-002"),
 }
 
 for _attr, (_cls, _cid) in EXPECTED.items():
