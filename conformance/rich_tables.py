@@ -12,7 +12,7 @@ from __future__ import annotations
 import pyarrow as pa
 from hypothesis import strategies as st
 
-from .tables import KEY_TYPES, ROW_ID, ShuffleCase, values_of
+from .tables import CUTS, KEY_TYPES, ROW_ID, ShuffleCase, cut, values_of
 
 EXTRA_TYPES: dict[str, pa.DataType] = {
     "timestamp[us, UTC]": pa.timestamp("us", tz="UTC"),
@@ -23,7 +23,6 @@ EXTRA_TYPES: dict[str, pa.DataType] = {
 }
 ALL_TYPES: dict[str, pa.DataType] = {**KEY_TYPES, **EXTRA_TYPES}
 ODD_TEXT = ["", "\x00", "a\x00b", "\u202e\u0301", "😀", "\uffff", "\U0010ffff", "é" * 3, "x" * 300]
-CUTS = ("slice", "chunked", "contiguous")
 
 
 def _values(type_name: str) -> st.SearchStrategy:
@@ -55,17 +54,6 @@ def _column(draw, name: str, type_name: str, n: int, *, nulls: bool, one_value: 
     nullable = any(v is None for v in data) or draw(st.booleans())
     metadata = draw(st.none() | _metadata)
     return pa.field(name, ALL_TYPES[type_name], nullable=nullable, metadata=metadata), data
-
-
-def _cut(table: pa.Table, how: str, pieces: int) -> pa.Table:
-    """One input as users hand it over: a slice of a bigger table, several chunks, or one."""
-    if how == "contiguous":
-        return table.combine_chunks()
-    if how == "chunked" and table.num_rows > 1:
-        step = max(1, table.num_rows // pieces)
-        parts = [table.slice(i, step) for i in range(0, table.num_rows, step)]
-        return pa.concat_tables(parts)
-    return table
 
 
 @st.composite
@@ -101,7 +89,7 @@ def rich_cases(
     cuts = sorted(draw(st.lists(st.integers(0, n), min_size=n_inputs - 1, max_size=n_inputs - 1)))
     bounds = [0, *cuts, n]
     tables = tuple(
-        _cut(whole.slice(a, b - a), draw(st.sampled_from(CUTS)), draw(st.integers(2, 4)))
+        cut(whole.slice(a, b - a), draw(st.sampled_from(CUTS)), draw(st.integers(2, 4)))
         for a, b in zip(bounds, bounds[1:], strict=False)
     )
     npartitions = draw(st.integers(1, max(1, n) + 3) | st.sampled_from([1, 2, n + 5]))

@@ -150,6 +150,21 @@ class ShuffleCase:
         return f"on={list(self.on)} npartitions={self.npartitions} rows per input={sizes} ({types})"
 
 
+CUTS = ("slice", "chunked", "contiguous")
+
+
+def cut(table: pa.Table, how: str, pieces: int) -> pa.Table:
+    """One input as users hand it over: a slice of a bigger table, several chunks (each a
+    slice), or one chunk."""
+    if how == "contiguous":
+        return table.combine_chunks()
+    if how == "chunked" and table.num_rows > 1:
+        step = max(1, table.num_rows // pieces)
+        parts = [table.slice(i, step) for i in range(0, table.num_rows, step)]
+        return pa.concat_tables(parts)
+    return table
+
+
 def _column(draw, type_name: str, n: int, nulls: bool, skew: bool) -> list:
     values = values_of(type_name)
     if skew:  # one value holds most rows
@@ -170,7 +185,7 @@ def shuffle_cases(
     nulls: bool = True,
 ) -> ShuffleCase:
     """1-3 key columns of mixed types, 0-2 payload columns, uneven input partitions (empty
-    ones included), sometimes one key holding most rows, and ``npartitions`` both above
+    ones included; slices, chunked or one chunk: ``cut``), sometimes one key holding most rows, and ``npartitions`` both above
     and below the row count. ``nulls=False`` draws no null keys (for peers without
     ``shuffle.nulls``); payload columns get nulls either way."""
     n = draw(st.integers(0, max_rows))
@@ -193,7 +208,10 @@ def shuffle_cases(
     n_inputs = draw(st.integers(1, max_inputs))
     cuts = sorted(draw(st.lists(st.integers(0, n), min_size=n_inputs - 1, max_size=n_inputs - 1)))
     bounds = [0, *cuts, n]
-    tables = tuple(whole.slice(a, b - a) for a, b in zip(bounds, bounds[1:], strict=False))
+    tables = tuple(
+        cut(whole.slice(a, b - a), draw(st.sampled_from(CUTS)), draw(st.integers(2, 4)))
+        for a, b in zip(bounds, bounds[1:], strict=False)
+    )
     npartitions = draw(st.integers(1, max(1, n) + 3) | st.sampled_from([1, 2, n + 5]))
     return ShuffleCase(tables, tuple(on), npartitions)
 

@@ -3,7 +3,7 @@
 The inputs become a pandas-backed dask DataFrame, one partition per input table
 (``dd.from_delayed`` over futures that convert Arrow to pandas on the workers, with
 ``pd.ArrowDtype`` columns so that ints with nulls stay ints and strings, timestamps and
-durations survive). ``ddf.shuffle(on, npartitions=..., shuffle_method=..., force=True)``
+durations survive; Arrow dictionaries as pandas categoricals, as dask users hold them). ``ddf.shuffle(on, npartitions=..., shuffle_method=..., force=True)``
 runs on ``env.client`` (never the default client), and each output partition comes back
 as Arrow with the inputs' schema, output ``i`` at index ``i``, streamed: fetched as soon as it
 is computed and released on the worker (one output at a time, never all of them in one
@@ -29,24 +29,43 @@ class Inputs(list):
     schema: Any = None
 
 
-def _to_pandas(table: Any) -> Any:
-    """Task: an Arrow table as a pandas DataFrame of ``pd.ArrowDtype`` columns."""
+def _pandas_type(type_: Any) -> Any:
+    """``pd.ArrowDtype`` for every Arrow type but dictionaries, which become what dask users
+    hold them as: pandas categoricals (None: pyarrow's own conversion)."""
     import pandas as pd
+    import pyarrow as pa
 
-    return table.to_pandas(types_mapper=pd.ArrowDtype)
+    return None if pa.types.is_dictionary(type_) else pd.ArrowDtype(type_)
+
+
+def _to_pandas(table: Any) -> Any:
+    """Task: an Arrow table as a pandas DataFrame of ``pd.ArrowDtype`` columns, dictionaries
+    as categoricals."""
+    return table.to_pandas(types_mapper=_pandas_type)
 
 
 def _meta(schema: Any) -> Any:
-    import pandas as pd
+    """The empty frame dask checks partitions against; its categoricals' categories are
+    unknown, as every partition carries its own (dask's ``clear_known_categories``)."""
+    from dask.dataframe.utils import clear_known_categories
 
-    return schema.empty_table().to_pandas(types_mapper=pd.ArrowDtype)
+    return clear_known_categories(_to_pandas(schema.empty_table()))
 
 
 def to_arrow(frame: Any, schema: Any) -> Any:
     """A pandas output partition back to Arrow, with the inputs' schema (its index dropped:
-    the inputs had none)."""
+    the inputs had none).
+
+    A categorical's unused categories are dropped first: an output may carry categories of
+    rows it does not hold, or dask's ``__UNKNOWN_CATEGORIES__`` placeholder from ``meta``
+    (empty outputs are built from it), which no Arrow dictionary of ints can hold. Which
+    dictionary an output carries is not judged (14.22); a value is, and no used category is
+    dropped."""
     import pyarrow as pa
 
+    categorical = [c for c, d in frame.dtypes.items() if str(d) == "category"]
+    if categorical:
+        frame = frame.assign(**{c: frame[c].cat.remove_unused_categories() for c in categorical})
     table = pa.Table.from_pandas(frame, schema=schema, preserve_index=False)
     return table.replace_schema_metadata(schema.metadata)
 

@@ -8,6 +8,8 @@ built-in shuffle adapter does, without inflating the workers' memory (issue 24).
   512 MiB of data). :func:`spread` hands each ``pyarrow.Table`` to the cluster's
   :class:`InputSource` (a scheduler plugin) instead; the task that converts it names only its
   key, fetches the table from the scheduler when it runs and drops it once converted. The
+  table arrives with its chunks and offsets (``_layout``): an input that is a slice reaches
+  the implementation as one. The
   source keeps the table while the scheduler knows the task, so an input lost with its worker
   is computed again elsewhere, as before; it forgets the table with the task. A future of a
   table already on the workers (made there: ``stress`` generates its inputs so) is converted
@@ -28,6 +30,7 @@ from typing import Any
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
+from conformance.adapters._layout import land, ship
 from conformance.api import ShuffleEnv
 
 WORKERS_TIMEOUT = 60.0  # seconds to wait for env.n_workers (a killed worker's nanny restarts it)
@@ -78,7 +81,8 @@ class InputSource(SchedulerPlugin):
     def fetch(self, key: str | None = None) -> Any:
         from distributed.protocol import to_serialize
 
-        return to_serialize(self.tables[key])
+        table, layout = ship(self.tables[key])
+        return {"table": to_serialize(table), "layout": layout}
 
     def transition(self, key, start, finish, *args, **kwargs) -> None:
         if finish == "forgotten" and self.tables:
@@ -105,8 +109,8 @@ def _from_source(fn: Callable[[Any], Any], key: str) -> Any:
 
     worker = distributed.get_worker()
     fetch = getattr(worker.scheduler, SOURCE)
-    table = sync(worker.loop, fetch, key=key, callback_timeout=FETCH_TIMEOUT)
-    return fn(table)
+    got = sync(worker.loop, fetch, key=key, callback_timeout=FETCH_TIMEOUT)
+    return fn(land((got["table"], got["layout"])))
 
 
 def spread(env: ShuffleEnv, fn: Callable[[Any], Any], tables: Sequence[Any]) -> list[Any]:

@@ -18,7 +18,8 @@ class DaskTasks(DaskFrameShuffle):
     name = "dask-tasks"
     method = "tasks"
     capabilities = frozenset(
-        {"shuffle", "shuffle.nulls", "shuffle.faults.worker", "shuffle.faults.recover", "shuffle.checks"}
+        {"shuffle", "shuffle.nulls", "shuffle.faults.worker", "shuffle.faults.recover", "shuffle.checks",
+         "shuffle.dtypes"}
     )
 
     def phase_of(self, key: str) -> str | None:

@@ -32,6 +32,7 @@ class DistributedP2P(DaskFrameShuffle):
             "shuffle.faults.worker",
             "shuffle.faults.recover",
             "shuffle.checks",
+            "shuffle.dtypes",
         }
     )
 

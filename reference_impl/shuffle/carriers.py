@@ -10,9 +10,9 @@ frame dtype (in ``meta``)              carried as                   restored
 category, known categories             its codes in meta's          ``from_codes`` with meta's
                                        categories (int8..int64,     dtype: exactly meta's
                                        -1 for null)                 categories, order, ordered
-category, dask's unknown categories    its values, large_utf8       categories of the values
-(``UNKNOWN_CATEGORIES``), unordered                                 present (dask's unknown
-                                                                    semantics), sorted
+category, dask's unknown categories    tagged values, large_utf8    categories of the values
+(``UNKNOWN_CATEGORIES``), unordered    (strings as themselves, any   present (dask's unknown
+                                       other value pickled)          semantics), sorted
 float16 (numpy)                        float32                      ``astype(float16)``
 an ArrowDtype of a Table logical type  what the Table holds it as   the Table's own restore
 (dictionary, decimal, date, time,      (``table.logical.held_as``)  (``restore_column``)
@@ -20,13 +20,16 @@ halffloat)
 =====================================  ===========================  ==========================
 
 Every carry is exact (float16 widens; the Arrow types follow the Table's one rule), and
-nulls travel as Arrow nulls (category codes as -1). Unknown categories are carried only when
-they are strings and unordered: their order is not in ``meta``, so an ordered one cannot be
+nulls travel as Arrow nulls (category codes as -1). Unknown categories are carried whatever
+their type (``meta`` does not say it: a string carrier refused the int categories dask users
+hold), and only unordered: their order is not in ``meta``, so an ordered one cannot be
 restored. A value outside meta's known categories is an error, never a silent null.
 """
 
 from __future__ import annotations
 
+import base64
+import pickle
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -99,23 +102,52 @@ def _restore_codes(column: pa.ChunkedArray, dtype: pd.CategoricalDtype) -> pd.Ca
     return pd.Categorical.from_codes(column.to_numpy(), dtype=dtype)
 
 
+_TEXT, _PICKLED = "s:", "p:"  # the tags of an unknown category's carried value
+
+
+def _tag(value: Any) -> str:
+    """One category as text, exactly: a string as itself, anything else pickled (ints,
+    floats, timestamps with their zone: whatever a partition's categories hold)."""
+    if isinstance(value, str):
+        return _TEXT + value
+    return _PICKLED + base64.b64encode(pickle.dumps(value, protocol=5)).decode("ascii")
+
+
+def _untag(text: str) -> Any:
+    if text.startswith(_TEXT):
+        return text[len(_TEXT) :]
+    return pickle.loads(base64.b64decode(text[len(_PICKLED) :]))
+
+
 def _carry_values(values: pd.Series, dtype: pd.CategoricalDtype) -> Any:
-    categorical = isinstance(values.dtype, pd.CategoricalDtype)
-    if categorical and values.cat.categories.inferred_type not in ("string", "empty"):
-        raise CarryError(
-            f"unknown categories are carried as strings, and these are "
-            f"{values.cat.categories.dtype}: make them known first (.cat.as_known())"
-        )
+    """Each row's category, tagged (:func:`_tag`), as large_utf8; one tag per distinct
+    category, then a take by code (no loop over rows). meta's categories are unknown, so
+    this cannot depend on their type."""
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        codes, categories = values.cat.codes.to_numpy(), values.cat.categories
+    else:  # meta says category, the partition holds plain values
+        codes, categories = pd.factorize(values, use_na_sentinel=True)
     try:
-        arr = pa.array(values.to_numpy(dtype=object), type=pa.large_string(), from_pandas=True)
-    except (pa.ArrowException, TypeError, ValueError) as exc:
-        raise CarryError(f"unknown categories are carried as strings: {exc}") from None
-    return pd.arrays.ArrowExtensionArray(arr)
+        tags = pa.array([_tag(c) for c in categories], type=pa.large_string())
+    except (pickle.PicklingError, TypeError, AttributeError) as exc:
+        raise CarryError(f"a category cannot be carried: {exc}") from None
+    indices = pa.array(np.asarray(codes, dtype=np.int64), mask=np.asarray(codes) < 0)
+    return pd.arrays.ArrowExtensionArray(tags.take(indices))
 
 
 def _restore_values(column: pa.ChunkedArray, dtype: pd.CategoricalDtype) -> pd.Categorical:
-    """Unknown categories: those of the values in this output, sorted (what dask allows)."""
-    return pd.Categorical(column.to_pandas(), ordered=False)
+    """Unknown categories: those of the values in this output, sorted where they sort (what
+    dask allows), each back as the value it was."""
+    encoded = column.combine_chunks().dictionary_encode() if len(column) else None
+    if encoded is None:
+        return pd.Categorical([], ordered=False)
+    categories = pd.Index([_untag(t) for t in encoded.dictionary.to_pylist()])
+    codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+    out = pd.Categorical.from_codes(codes, categories=categories)
+    try:
+        return out.reorder_categories(categories.sort_values())
+    except TypeError:  # categories of mixed types do not sort: first appearance
+        return out
 
 
 def _refuse_ordered_unknown(dtype: pd.CategoricalDtype) -> str | None:

@@ -821,6 +821,36 @@ class StringifiesWhatItCannotHold(_BrokenShuffle):
         return spread(env, _stringified, tables)
 
 
+# 30 ----------------------------------------------------------------------------- 14.1
+def _offset_dropped(array: Any) -> Any:
+    """``array`` read from its buffers as if it started at their first byte."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(array.type) or pa.types.is_nested(array.type):
+        return array  # children and dictionaries: not this reader's concern
+    return pa.Array.from_buffers(array.type, len(array), array.buffers(), offset=0)
+
+
+def _offsets_ignored(table: Any) -> Any:
+    """Task: an input onto the device, every chunk read from its buffers' start."""
+    import pyarrow as pa
+
+    columns = [pa.chunked_array([_offset_dropped(c) for c in col.chunks], col.type) for col in table.columns]
+    return _on_device(pa.Table.from_arrays(columns, schema=table.schema))
+
+
+class IgnoresArrayOffsets(_BrokenShuffle):
+    """Reads each input array from the start of its buffers, forgetting ``Array.offset``
+    (a hand-written Arrow reader's classic slip): right for a table built from scratch, and
+    for one that crossed an IPC hop, which compacts it; wrong rows for a slice."""
+
+    name = "broken-shuffle-ignores-array-offsets"
+    violates = ("14.1",)
+
+    def load_inputs(self, tables, env):
+        return spread(env, _offsets_ignored, tables)
+
+
 # which conformance ID must catch which bug
 EXPECTED: dict[str, tuple[type, str]] = {
     "drops_empty": (DropsEmptyOutputs, "SHUF-COUNT-001"),
@@ -854,6 +884,7 @@ EXPECTED: dict[str, tuple[type, str]] = {
     "decimals_through_float": (DecimalsThroughFloat, "SHUF-DTYPE-001"),
     "decodes_dictionaries": (DecodesDictionaries, "SHUF-DTYPE-001"),
     "stringifies": (StringifiesWhatItCannotHold, "SHUF-DTYPE-002"),
+    "ignores_offsets": (IgnoresArrayOffsets, "SHUF-ROWS-001"),
 }
 
 for _attr, (_cls, _cid) in EXPECTED.items():

@@ -163,3 +163,79 @@ def test_read_outputs_errors(client):
     assert got[0] == 0 and got[2] == 2 and isinstance(got[1], ValueError), got
     with pytest.raises(ValueError, match="odd 1.0"):
         read_outputs(_env(client), client.map(_double, [0.5], pure=False), _fail_on_odd)
+
+
+# ------------------------------------------------- an input's layout survives the hop
+def _layout_seen(table):
+    from conformance.adapters._layout import layout_of
+
+    return layout_of(table), table.to_pylist()
+
+
+def _sliced_and_chunked():
+    import pyarrow as pa
+
+    whole = pa.table(
+        {
+            "k": pa.array([1, None, 3, 4, 5, None, 7, 8, 9, 10, 11, 12], pa.int64()),
+            "s": pa.array(["a", "bb", None, "", "é", "x" * 30, "q", "r", "s", "t", "u", "v"]),
+        }
+    )
+    sliced = whole.slice(3, 7)  # offset 3: validity bits start mid-byte
+    chunked = pa.concat_tables([whole.slice(1, 4), whole.slice(9, 3)])  # 2 chunks, offsets 1, 9
+    return sliced, chunked
+
+
+def test_ipc_compacts_a_slice_which_is_why_the_layout_travels_apart(client):
+    """The reason for ``_layout``: distributed's Arrow serializer hands a worker a slice at
+    offset 0. If it ever keeps offsets, ``_layout`` becomes redundant, not wrong."""
+    from distributed.protocol import deserialize, serialize
+
+    sliced, _ = _sliced_and_chunked()
+    back = deserialize(*serialize(sliced))
+    assert sliced.column("k").chunk(0).offset == 3
+    assert back.column("k").chunk(0).offset == 0
+
+
+def test_a_sliced_or_chunked_input_reaches_the_worker_as_one(client):
+    from conformance.adapters._layout import layout_of
+
+    sliced, chunked = _sliced_and_chunked()
+    seen = client.gather(spread(_env(client), _layout_seen, [sliced, chunked]))
+    for table, (layout, rows) in zip((sliced, chunked), seen, strict=True):
+        assert rows == table.to_pylist()
+        assert layout == layout_of(table), (layout, layout_of(table))
+
+
+def test_large_offsets_keep_their_kind_not_their_size():
+    """An offset past MAX_PAD becomes 64 + offset % 8: non-zero, the same bit phase, and no
+    more than 71 rows are added."""
+    import pyarrow as pa
+
+    from conformance.adapters._layout import MAX_PAD, layout_of, with_layout
+
+    big = pa.table({"x": pa.array(range(1000), pa.int64())})
+    far = big.slice(901, 50)
+    rebuilt = with_layout(far.combine_chunks(), layout_of(far))
+    assert rebuilt.equals(far)
+    assert layout_of(rebuilt) == (((50, 64 + 901 % 8),),)
+    near = big.slice(MAX_PAD, 5)
+    assert layout_of(with_layout(near.combine_chunks(), layout_of(near))) == layout_of(near)
+    short = big.slice(500, 3)  # shorter than its pad: its rows repeat
+    rebuilt = with_layout(short.combine_chunks(), layout_of(short))
+    assert rebuilt.equals(short) and layout_of(rebuilt) == (((3, 64 + 500 % 8),),)
+    empty = big.slice(900, 0)  # nothing to pad with: offset 0
+    assert layout_of(with_layout(empty.combine_chunks(), layout_of(empty))) == (((0, 0),),)
+
+
+def test_a_layout_for_another_table_is_refused():
+    import pyarrow as pa
+
+    from conformance.adapters._layout import layout_of, with_layout
+
+    table = pa.table({"x": [1, 2, 3]})
+    with pytest.raises(ValueError, match=r"^layout of 2 columns for a table of 1$"):
+        with_layout(table, (((3, 1),), ((3, 1),)))
+    with pytest.raises(ValueError, match=r"^layout of column 'x' covers other rows than"):
+        with_layout(table, (((2, 1),),))
+    assert with_layout(table, layout_of(table)) is table
