@@ -21,6 +21,7 @@ from reference_impl.registration import register
 
 from . import plan as planning
 from .barrier import barrier
+from .comms import send_retries
 from .coordinator import MAX_RESTARTS, ShuffleSchedulerPlugin
 from .messages import REGISTER_OP
 from .plugin import EXTENSION, ShuffleWorkerPlugin
@@ -107,6 +108,7 @@ def shuffle(
         where = next((w for w in holding if w in workers), None) or workers[i % len(workers)]
         by_worker.setdefault(where, []).append(i)
 
+    send_retries()  # read again on each worker as it sends; a bad value fails here first
     spec = ShuffleSpec(shuffle_id, tuple(keys), npartitions, schema)
     transfer_keys = {w: f"{shuffle_id}-transfer-{n}" for n, w in enumerate(sorted(by_worker))}
     barrier_key = f"{shuffle_id}-barrier"

@@ -4,7 +4,7 @@ A transfer task (a worker thread) hands a batch to :meth:`Comms.send`, which ret
 soon as the batch is on its way; it blocks only while this worker already has
 ``max_in_flight()`` bytes out (one batch may exceed it alone). The sends run on the
 worker's event loop, one RPC per batch (``device_shuffle_receive``), while the task
-partitions its next chunk. ``flush`` waits for all of a run's sends and raises the first
+partitions its next chunk; a connection that fails is tried again (:func:`send_retries`). ``flush`` waits for all of a run's sends and raises the first
 cause of failure.
 """
 
@@ -14,13 +14,36 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+import dask.config
 import distributed
 from distributed.utils import sync
+from distributed.utils_comm import retry
 
 from .errors import PeerLost, RunSuperseded, ShuffleClosedError, ShuffleError
 from .run import ShuffleRun
 
 RECEIVE_OP = "device_shuffle_receive"
+# A failed connect or a dropped connection is tried again, as P2P does
+# (distributed.p2p.comm.retry.*), before the peer counts as lost. Sending a batch twice is
+# harmless: the unpack keeps the last copy of each (input, chunk) (``packed.latest``).
+SEND_RETRIES = 3  # config reference-impl.shuffle.send-retry.count
+SEND_DELAY = ("100ms", "2s")  # config reference-impl.shuffle.send-retry.delay.min / .max
+
+
+def send_retries() -> tuple[int, float, float]:
+    """``(count, delay_min, delay_max)`` in seconds, from the config (checked: a typo fails
+    the send with the key named, never retries forever)."""
+    from dask.utils import parse_timedelta
+
+    key = "reference-impl.shuffle.send-retry"
+    count = dask.config.get(f"{key}.count", SEND_RETRIES)
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise ValueError(f"{key}.count must be an int >= 0, got {count!r}")
+    lo = parse_timedelta(dask.config.get(f"{key}.delay.min", SEND_DELAY[0]), default="s")
+    hi = parse_timedelta(dask.config.get(f"{key}.delay.max", SEND_DELAY[1]), default="s")
+    if not 0 <= lo <= hi:
+        raise ValueError(f"{key}.delay.min ({lo} s) must be >= 0 and <= delay.max ({hi} s)")
+    return count, lo, hi
 
 
 class Comms:
@@ -86,13 +109,26 @@ class Comms:
     async def _send(self, run: ShuffleRun, address: str, source: tuple[int, int], batch: Any) -> None:
         from distributed.protocol import to_serialize
 
-        try:
-            answer = await getattr(self.worker.rpc(address), RECEIVE_OP)(
+        async def attempt() -> str:
+            run.check()  # a run that failed meanwhile sends nothing more
+            return await getattr(self.worker.rpc(address), RECEIVE_OP)(
                 shuffle_id=run.id, run_id=run.run_id, source=source, shards=to_serialize(batch)
             )
+
+        count, delay_min, delay_max = send_retries()
+        try:
+            answer = await retry(
+                attempt,
+                count=count,
+                delay_min=delay_min,
+                delay_max=delay_max,
+                retry_on_exceptions=(OSError, distributed.comm.CommClosedError),
+                operation=f"sending shards of shuffle {run.id} to {address}",
+            )
         except (OSError, distributed.comm.CommClosedError) as exc:
+            tries = f" ({count + 1} tries)" if count else ""
             raise PeerLost(
-                run.id, "transfer", address, f"sending shards to it failed: {exc!r}"
+                run.id, "transfer", address, f"sending shards to it failed{tries}: {exc!r}"
             ) from exc
         if answer == "superseded":
             raise RunSuperseded(run.id, "transfer", address, f"run {run.run_id} was replaced there")

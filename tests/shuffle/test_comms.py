@@ -87,3 +87,86 @@ def test_a_send_cancelled_in_flight_gives_its_bytes_back_and_wakes_a_waiting_sen
             await comms._flush(first)
 
     asyncio.run(main())
+
+
+# --------------------------------------------------- a failed connection is tried again
+class _FlakyWorker:
+    """An rpc whose first ``failures`` calls fail to connect, then answer ``answer``."""
+
+    def __init__(self, failures: int, answer: str = "OK") -> None:
+        self.failures, self.answer, self.calls = failures, answer, 0
+
+    def rpc(self, address: str):
+        worker = self
+
+        class _Remote:
+            async def device_shuffle_receive(self, **kwargs):
+                worker.calls += 1
+                if worker.calls <= worker.failures:
+                    raise OSError(f"connect to {address} failed (attempt {worker.calls})")
+                return worker.answer
+
+        return _Remote()
+
+
+def _send_with(worker, run=None, **config):
+    import dask
+
+    run = run or ShuffleRun("s", 1, "w", buffers=None)
+    settings = {f"reference-impl.shuffle.send-retry.{k}": v for k, v in config.items()}
+    with dask.config.set({"reference-impl.shuffle.send-retry.delay.min": "1ms", **settings}):
+        asyncio.run(Comms(worker, lambda: 1500)._send(run, "tcp://peer:1", (0, 0), _Batch()))
+
+
+def test_a_failed_connect_is_tried_again_and_the_send_succeeds():
+    worker = _FlakyWorker(failures=2)
+    _send_with(worker, count=2)
+    assert worker.calls == 3
+
+
+def test_a_peer_that_stays_unreachable_is_lost_after_the_retries():
+    from reference_impl.shuffle.errors import PeerLost
+
+    worker = _FlakyWorker(failures=10)
+    with pytest.raises(PeerLost, match=r"sending shards to it failed \(3 tries\): OSError"):
+        _send_with(worker, count=2)
+    assert worker.calls == 3
+    no_retry = _FlakyWorker(failures=1)
+    with pytest.raises(PeerLost, match=r"sending shards to it failed: OSError"):
+        _send_with(no_retry, count=0)
+    assert no_retry.calls == 1
+
+
+def test_a_run_that_failed_between_tries_sends_nothing_more():
+    worker = _FlakyWorker(failures=1)
+    run = ShuffleRun("s", 1, "w", buffers=None)
+
+    class _FailsTheRun(_FlakyWorker):
+        def rpc(self, address):
+            run.fail(ShuffleError("s", "transfer", "peer", "it left"))  # before the retry
+            return worker.rpc(address)
+
+    with pytest.raises(ShuffleError, match="it left"):
+        _send_with(_FailsTheRun(0), run=run, count=3)
+    assert worker.calls == 1
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "error"),
+    [
+        ("count", -1, r"^reference-impl\.shuffle\.send-retry\.count must be an int >= 0, got -1$"),
+        ("count", True, r"^reference-impl\.shuffle\.send-retry\.count must be an int >= 0, got True$"),
+        ("delay.max", "0s", r"^reference-impl\.shuffle\.send-retry\.delay\.min \(0\.001 s\) must be"),
+    ],
+)
+def test_bad_retry_settings_name_the_key(key, value, error):
+    import dask
+
+    from reference_impl.shuffle.comms import send_retries
+
+    settings = {
+        "reference-impl.shuffle.send-retry.delay.min": "1ms",
+        f"reference-impl.shuffle.send-retry.{key}": value,
+    }
+    with dask.config.set(settings), pytest.raises(ValueError, match=error):
+        send_retries()
