@@ -21,9 +21,14 @@ MAX_LISTED = 5
 
 
 def _exact(v: object) -> object:
-    """A value as compared for 'the same row': floats by their bits (NaN payloads aside)."""
+    """A value as compared for 'the same row': floats by their bits (NaN payloads aside),
+    at any depth of a list, struct or map (Python's list equality takes NaN != NaN)."""
     if isinstance(v, float):
         return ("nan",) if math.isnan(v) else struct.pack("<d", v)
+    if isinstance(v, (list, tuple)):
+        return tuple(_exact(x) for x in v)
+    if isinstance(v, dict):
+        return tuple((k, _exact(x)) for k, x in v.items())
     return v
 
 

@@ -326,6 +326,14 @@ HARD_TYPES: dict[str, tuple[pa.DataType, list]] = {
     "list<int64>": (pa.list_(pa.int64()), [[1, 2], None, [], [3]]),
     "struct<a: int64>": (pa.struct([("a", pa.int64())]), [{"a": 1}, None, {"a": None}, {"a": 4}]),
     "ordered dictionary": (pa.dictionary(pa.int8(), pa.string(), ordered=True), ["lo", "hi", None, "lo"]),
+    "list<string>": (pa.list_(pa.string()), [["a", None, ""], [], None, ["héllo"]]),
+    "large_list<float64>": (pa.large_list(pa.float64()), [[-0.0, float("nan")], None, [], [1.5]]),
+    "fixed_size_list<int32, 2>": (pa.list_(pa.int32(), 2), [[1, None], None, [3, 4], [-(2**31), 0]]),
+    "map<string, int64>": (pa.map_(pa.string(), pa.int64()), [[("a", 1), ("b", None)], None, [], [("a", 2)]]),
+    "list<struct<a: int64, b: list<string>>>": (
+        pa.list_(pa.struct([("a", pa.int64()), ("b", pa.list_(pa.string()))])),
+        [[{"a": 1, "b": ["x", None]}, None], [], None, [{"a": None, "b": None}]],
+    ),
 }
 
 

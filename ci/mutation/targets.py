@@ -68,7 +68,7 @@ GROUPS = (
     # crosses them, on the workers.
     Group(
         "table",
-        tuple(f"reference_impl/table/{m}.py" for m in ("arrow", "dtypes", "logical", "table")),
+        tuple(f"reference_impl/table/{m}.py" for m in ("arrow", "dtypes", "logical", "scalars", "table")),
         "SHUF-*",
         in_process=False,
     ),

@@ -16,7 +16,7 @@ category, dask's unknown categories    tagged values, large_utf8    categories o
 float16 (numpy)                        float32                      ``astype(float16)``
 an ArrowDtype of a Table logical type  what the Table holds it as   the Table's own restore
 (dictionary, decimal, date, time,      (``table.logical.held_as``)  (``restore_column``)
-halffloat)
+halffloat, list, struct, map)
 =====================================  ===========================  ==========================
 
 Every carry is exact (float16 widens; the Arrow types follow the Table's one rule), and
@@ -39,7 +39,7 @@ import pandas as pd
 import pyarrow as pa
 from dask.dataframe.utils import UNKNOWN_CATEGORIES
 
-from reference_impl.table.logical import held_as, restore_column
+from reference_impl.table.logical import held_as, hold, restore_column
 
 
 class CarryError(ValueError):
@@ -173,12 +173,12 @@ def _is_logical(dtype: Any) -> bool:
 
 def _carry_logical(values: pd.Series, dtype: pd.ArrowDtype) -> Any:
     """As the Table holds it: a dictionary decoded, a decimal as its digits, a date or time
-    as its integer, halffloat as float32 (so meta's schema, and pandas' metadata, describe
-    a frame pandas can read back: it cannot parse an ArrowDtype of a dictionary)."""
+    as its integer, halffloat as float32, a list or struct as its bytes (so meta's schema,
+    and pandas' metadata, describe a frame pandas can read back: it cannot parse an
+    ArrowDtype of a dictionary)."""
     try:
         arr = pa.array(values, from_pandas=not isinstance(values.dtype, pd.ArrowDtype))
-        arr = arr.cast(dtype.pyarrow_dtype)
-        arr = arr.cast(held_as(None, dtype.pyarrow_dtype))
+        arr = hold(arr.cast(dtype.pyarrow_dtype), dtype.pyarrow_dtype)
     except (pa.ArrowException, TypeError, ValueError) as exc:
         raise CarryError(str(exc)) from None
     return pd.arrays.ArrowExtensionArray(arr)

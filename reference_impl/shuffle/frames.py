@@ -162,8 +162,26 @@ def _cast_error(df: Any, schema: pa.Schema, partition: int, exc: Exception) -> s
             return (
                 f"input partition {partition}: column {field.name!r} has dtype "
                 f"{frame[field.name].dtype}, which cannot be cast to meta's {field.type}: {col_exc}"
+                + _nested_hint(frame[field.name])
             )
     return f"input partition {partition} does not match meta's schema: {exc}"
+
+
+def _nested_hint(values: pd.Series) -> str:
+    """For an object column whose values are lists or dicts: meta (empty, so only
+    ``object``) cannot say their type, which every input must share; its dtype can."""
+    from reference_impl.table.nested import is_nested
+
+    try:
+        type_ = pa.array(values, from_pandas=True).type
+    except (pa.ArrowException, TypeError, ValueError):
+        return ""
+    if not is_nested(type_):
+        return ""
+    return (
+        f"; its values are {type_}, which an object column's meta cannot name: give the "
+        f"column that dtype (pd.ArrowDtype) to shuffle them"
+    )
 
 
 def _reconciled(values: pd.Series, want: Any, name: Any) -> pd.Series:

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from reference_impl.table import Column, Table
-from reference_impl.table.dtypes import is_string, offsets_dtype, storage_dtype
+from reference_impl.table.dtypes import is_varlen, offsets_dtype, storage_dtype
 from reference_impl.table.frames import encode
 
 HEAD = 3  # input, chunk, rows
@@ -108,7 +108,7 @@ def output_nbytes(schema: pa.Schema, index: np.ndarray) -> int:
         col = HEAD + PER_COLUMN * j
         if (index[:, col + 2] >= 0).any():
             total += rows
-        if is_string(f.type):
+        if is_varlen(f.type):
             total += (rows + 1) * offsets_dtype(f.type).itemsize + int(index[:, col].sum())
         else:
             total += rows * storage_dtype(f.type).itemsize
@@ -141,7 +141,7 @@ class OutputBuilder:
             bufs: dict[str, np.ndarray] = {}
             if n and (index[:, col + 2] >= 0).any():
                 bufs["valid"] = np.empty(self.rows, np.bool_)
-            if is_string(f.type):
+            if is_varlen(f.type):
                 chars = index[:, col]
                 starts = np.zeros(n, np.int64)
                 starts[order] = np.cumsum(chars[order]) - chars[order]

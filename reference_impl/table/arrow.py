@@ -16,21 +16,12 @@ import numpy as np
 import pyarrow as pa
 
 from .column import Column
-from .dtypes import check_arrow_type, is_string, offsets_dtype, storage_dtype
+from .dtypes import check_arrow_type, is_varlen, offsets_dtype, storage_dtype
 from .logical import carry, restore
+from .ranges import unpack_bits
 
 if TYPE_CHECKING:
     from .table import Table
-
-
-def _unpack_bits(buf: pa.Buffer, offset: int, n: int) -> np.ndarray:
-    """Arrow's LSB-first bitmap bits ``offset:offset+n`` as bools."""
-    if n == 0:
-        return np.empty(0, np.bool_)
-    first, last = offset // 8, (offset + n + 7) // 8
-    raw = np.frombuffer(buf, np.uint8, count=last - first, offset=first)
-    shift = offset % 8
-    return np.unpackbits(raw, bitorder="little")[shift : shift + n].view(np.bool_)
 
 
 def _fixed(buf: pa.Buffer | None, dtype: np.dtype, offset: int, n: int) -> np.ndarray:
@@ -43,8 +34,8 @@ def _host_column(arr: pa.Array) -> tuple[np.ndarray, np.ndarray | None, np.ndarr
     """``(data or chars, valid, offsets)`` host arrays of one Arrow array."""
     type_, n, off = arr.type, len(arr), arr.offset
     bufs = arr.buffers()
-    valid = _unpack_bits(bufs[0], off, n) if arr.null_count else None
-    if is_string(type_):
+    valid = unpack_bits(bufs[0], off, n) if arr.null_count else None
+    if is_varlen(type_):
         odt = offsets_dtype(type_)
         offsets = _fixed(bufs[1], odt, off, n + 1) if n else np.zeros(1, odt)
         start, stop = int(offsets[0]), int(offsets[-1])
@@ -57,7 +48,7 @@ def _host_column(arr: pa.Array) -> tuple[np.ndarray, np.ndarray | None, np.ndarr
             offsets = offsets - odt.type(start)
         return chars, valid, offsets
     if pa.types.is_boolean(type_):
-        return _unpack_bits(bufs[1], off, n), valid, None
+        return unpack_bits(bufs[1], off, n), valid, None
     return _fixed(bufs[1], storage_dtype(type_), off, n), valid, None
 
 

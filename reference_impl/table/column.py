@@ -1,5 +1,5 @@
 """Column: one device buffer of values, an optional validity mask, and for
-strings Arrow's offsets + chars layout.
+strings and binary Arrow's offsets + chars layout.
 
 The validity mask is a **bool device array, one byte per row, True = valid**,
 not Arrow's bitmap: the partition kernels take bool masks for null keys and
@@ -9,8 +9,9 @@ copy), and ``take`` is a plain gather. It costs 7/8 of a byte per row more than
 a bitmap; the bitmap is rebuilt (vectorised ``np.packbits``) only at the Arrow
 boundary.
 
-Strings: ``offsets`` (int32 for utf8, int64 for large_utf8, ``len + 1``
-entries) index into ``data``, the uint8 chars buffer. Like Arrow, a sliced
+Strings and binary (one layout, :func:`.dtypes.is_varlen`): ``offsets`` (int32 for
+utf8 and binary, int64 for large_utf8 and large_binary, ``len + 1`` entries) index
+into ``data``, the uint8 chars buffer. Like Arrow, a sliced
 column keeps the whole chars buffer and offsets that need not start at 0.
 """
 
@@ -22,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import devops
-from .dtypes import arrow_type_of, check_arrow_type, is_string, storage_dtype
+from .dtypes import arrow_type_of, check_arrow_type, is_varlen, offsets_dtype, storage_dtype
 
 
 class Column:
@@ -81,7 +82,8 @@ class Column:
         return len(self.offsets) - 1 if self.offsets is not None else len(self.data)
 
     @property
-    def is_string(self) -> bool:
+    def is_varlen(self) -> bool:
+        """Whether the column has the offsets + bytes layout (strings and binary alike)."""
         return self.offsets is not None
 
     @property
@@ -180,7 +182,7 @@ def _validate(
             type_ = inferred
         else:
             check_arrow_type(name, type_)
-            if is_string(type_) or storage_dtype(type_) != data.dtype:
+            if is_varlen(type_) or storage_dtype(type_) != data.dtype:
                 raise TypeError(
                     f"{label} has dtype {data.dtype}, which cannot hold {type_} "
                     f"(expected {_expected(type_)})"
@@ -199,7 +201,9 @@ def _validate(
 
 
 def _expected(type_: pa.DataType) -> str:
-    return "int32 offsets and uint8 chars" if is_string(type_) else str(storage_dtype(type_))
+    if is_varlen(type_):
+        return f"{offsets_dtype(type_)} offsets and uint8 chars"
+    return str(storage_dtype(type_))
 
 
 def _string_type(
@@ -215,10 +219,11 @@ def _string_type(
         raise ValueError(f"{label} offsets must hold at least one entry (rows + 1), got 0")
     inferred = pa.large_string() if offsets.dtype == np.int64 else pa.string()
     if type_ is None:
-        return inferred
+        return inferred  # text unless told: binary must be named
     check_arrow_type(name, type_)
-    if type_ != inferred:
-        raise TypeError(f"{label} has {offsets.dtype} offsets, which hold {inferred}, not {type_}")
+    if not is_varlen(type_) or offsets_dtype(type_) != offsets.dtype:
+        held = "large_string or large_binary" if offsets.dtype == np.int64 else "string or binary"
+        raise TypeError(f"{label} has {offsets.dtype} offsets, which hold {held}, not {type_}")
     return type_
 
 

@@ -31,8 +31,10 @@ _FROM_NUMPY = {v: k for k, v in _FIXED.items()}
 
 SUPPORTED = (
     "bool, int8-int64, uint8-uint64, float32, float64, timestamp/datetime64 and "
-    "duration/timedelta64 in s, ms, us or ns, utf8 (string) and large_utf8 (large_string); "
-    "held as one of those: unordered dictionaries, decimals, date32/64, time32/64, halffloat"
+    "duration/timedelta64 in s, ms, us or ns, utf8 (string), large_utf8 (large_string), "
+    "binary and large_binary; held as one of those: unordered dictionaries, decimals, "
+    "date32/64, time32/64, halffloat, and lists, large lists, fixed-size lists, structs and "
+    "maps of any of these (no dictionary inside)"
 )
 
 
@@ -44,13 +46,19 @@ def unsupported(name: str | None, what: Any) -> TypeError:
     return TypeError(f"{_column(name)} has unsupported type {what}; supported: {SUPPORTED}")
 
 
-def is_string(type_: pa.DataType) -> bool:
-    return pa.types.is_string(type_) or pa.types.is_large_string(type_)
+_VARLEN = (pa.string(), pa.large_string(), pa.binary(), pa.large_binary())
+_LARGE = (pa.large_string(), pa.large_binary())
+
+
+def is_varlen(type_: pa.DataType) -> bool:
+    """Whether ``type_`` has Arrow's variable-width layout (offsets + uint8 bytes): utf8 and
+    binary alike, since every kernel, gather and packer handles the layout, not the text."""
+    return type_ in _VARLEN
 
 
 def check_arrow_type(name: str | None, type_: pa.DataType) -> pa.DataType:
     """``type_`` if a Table can hold it, else a TypeError naming the column."""
-    if is_string(type_) or type_ in _FIXED:
+    if is_varlen(type_) or type_ in _FIXED:
         return type_
     if (pa.types.is_timestamp(type_) or pa.types.is_duration(type_)) and type_.unit in ARROW_UNITS:
         return type_
@@ -58,8 +66,8 @@ def check_arrow_type(name: str | None, type_: pa.DataType) -> pa.DataType:
 
 
 def storage_dtype(type_: pa.DataType) -> np.dtype:
-    """The device dtype of a fixed-width type's values (uint8 chars for strings)."""
-    if is_string(type_):
+    """The device dtype of a fixed-width type's values (uint8 bytes for varlen types)."""
+    if is_varlen(type_):
         return np.dtype(np.uint8)
     if pa.types.is_timestamp(type_):
         return np.dtype(f"datetime64[{type_.unit}]")
@@ -69,8 +77,9 @@ def storage_dtype(type_: pa.DataType) -> np.dtype:
 
 
 def offsets_dtype(type_: pa.DataType) -> np.dtype:
-    """int32 offsets for utf8, int64 for large_utf8 (Arrow's layouts)."""
-    return np.dtype(np.int64 if pa.types.is_large_string(type_) else np.int32)
+    """int32 offsets for utf8 and binary, int64 for large_utf8 and large_binary (Arrow's
+    layouts)."""
+    return np.dtype(np.int64 if type_ in _LARGE else np.int32)
 
 
 def arrow_type_of(name: str | None, dtype: Any) -> pa.DataType:

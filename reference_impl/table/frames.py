@@ -22,7 +22,7 @@ import pyarrow as pa
 from reference_impl.device import device_for as _landing_device
 
 from .column import Column
-from .dtypes import is_string, offsets_dtype, storage_dtype
+from .dtypes import is_varlen, offsets_dtype, storage_dtype
 
 if TYPE_CHECKING:
     from .table import Table
@@ -43,6 +43,8 @@ _PLAIN = {
         pa.float64(),
         pa.string(),
         pa.large_string(),
+        pa.binary(),
+        pa.large_binary(),
     )
 }
 
@@ -126,7 +128,7 @@ def decode_columns(
     for name, spec, nullable, has_valid in header["columns"]:
         type_ = type_from_header(spec)
         data = upload(next(it)).view(storage_dtype(type_))
-        offsets = upload(next(it)).view(offsets_dtype(type_)) if is_string(type_) else None
+        offsets = upload(next(it)).view(offsets_dtype(type_)) if is_varlen(type_) else None
         valid = upload(next(it)).view(np.bool_) if has_valid else None
         cols[name] = Column._trusted(device, type_, data, valid, offsets, nullable)
     metadata = {bytes(k): bytes(v) for k, v in header["metadata"]} or None

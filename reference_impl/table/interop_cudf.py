@@ -84,7 +84,7 @@ def to_cudf(table: Table) -> Any:
 
     out = {}
     for name, col in zip(table.column_names, table.columns, strict=True):
-        if col.is_string or pa.types.is_timestamp(col.type) and col.type.tz is not None:
+        if col.is_varlen or pa.types.is_timestamp(col.type) and col.type.tz is not None:
             out[name] = cudf.Series.from_arrow(table.select([name]).to_arrow().column(0))
             continue
         series = cudf.Series(col.data)

@@ -11,13 +11,16 @@ decimal32/64/128/256(p, s)                        utf8, every digit
 date32, time32(s/ms)                              int32, their own integers
 date64, time64(us/ns)                             int64, their own integers
 halffloat (float16)                               float32 (every value, NaN and -0.0 kept)
+list, large_list, fixed_size_list, struct, map    large_binary, one canonical byte string
+of any of these, nested to any depth              per row (:mod:`.nested`)
 ===============================================  ==============================
 
 The logical schema rides in the Table's schema metadata under :data:`KEY`, which slicing,
 concatenation, comms, spilling and the shuffle all keep, so :func:`restore` in ``to_arrow``
 gives back the exact types (a dictionary's own dictionary is rebuilt from the values present,
 in the order they first appear, with the original index type). An ordered dictionary is
-refused, naming the column: its order lives in a dictionary the outputs rebuild.
+refused, naming the column: its order lives in a dictionary the outputs rebuild; so is a
+dictionary inside a nested type, or of nested values (naming the field's path).
 """
 
 from __future__ import annotations
@@ -27,7 +30,11 @@ import base64
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import nested
 from .dtypes import check_arrow_type
+from .nested_decode import restore as restore_nested
+from .nested_encode import hold as hold_nested
+from .scalars import scalar_held
 
 KEY = b"reference_impl:logical-schema"  # base64 of the IPC-serialized logical fields
 
@@ -43,16 +50,16 @@ def held_as(name: str | None, type_: pa.DataType) -> pa.DataType | None:
                 f"{label} is an ordered dictionary ({type_}): its order lives in a dictionary "
                 "each output rebuilds from the values it holds; cast it to its values first"
             )
+        if nested.is_nested(type_.value_type):
+            raise TypeError(
+                f"{label} is a dictionary of {type_.value_type}: a dictionary of nested values "
+                "cannot be held; cast it to its values first"
+            )
         return held_as(name, type_.value_type) or type_.value_type
-    if pa.types.is_decimal(type_):
-        return pa.string()  # every digit, negative scales too ("1.2E+2")
-    if pa.types.is_date32(type_) or pa.types.is_time32(type_):
-        return pa.int32()
-    if pa.types.is_date64(type_) or pa.types.is_time64(type_):
-        return pa.int64()
-    if pa.types.is_float16(type_):
-        return pa.float32()
-    return None
+    if nested.is_nested(type_):
+        nested.check(name, type_)
+        return pa.large_binary()
+    return scalar_held(type_)
 
 
 def check_type(name: str | None, type_: pa.DataType) -> pa.DataType:
@@ -71,7 +78,7 @@ def carry(data: pa.Table | pa.RecordBatch) -> pa.Table | pa.RecordBatch:
         column = data.column(i)
         if held is not None:
             logical.append(field)
-            column = column.cast(held)
+            column = hold(column, field.type)
             field = field.with_type(held)
         columns.append(column)
         fields.append(field)
@@ -83,6 +90,13 @@ def carry(data: pa.Table | pa.RecordBatch) -> pa.Table | pa.RecordBatch:
     if isinstance(data, pa.RecordBatch):
         return pa.RecordBatch.from_arrays(columns, schema=schema)
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def hold(column: pa.Array | pa.ChunkedArray, type_: pa.DataType) -> pa.Array | pa.ChunkedArray:
+    """``column`` of logical ``type_`` as the type it is held as (``held_as`` checked it)."""
+    if nested.is_nested(type_):
+        return hold_nested(column)
+    return column.cast(held_as(None, type_))
 
 
 def logical_fields(schema: pa.Schema) -> dict[str, pa.Field]:
@@ -110,6 +124,8 @@ def _with_logical(schema: pa.Schema, logical: dict[str, pa.Field]) -> pa.Schema:
 
 def restore_column(column: pa.ChunkedArray, type_: pa.DataType) -> pa.ChunkedArray | pa.Array:
     """A column held as ``held_as(type_)`` back as logical ``type_``."""
+    if nested.is_nested(type_):
+        return restore_nested(column, type_)
     if not pa.types.is_dictionary(type_):
         return column.cast(type_)
     values = restore_column(column, type_.value_type)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from . import devops
 from .column import Column
@@ -50,7 +51,8 @@ def _gather_strings(device: Any, offsets: Any, chars: Any, indices: Any, type_: 
 def _check_fits(total: int, odtype: Any, type_: Any) -> None:
     if np.dtype(odtype) == np.int32 and total > INT32_MAX:
         raise OverflowError(
-            f"{total} chars do not fit {type_}'s int32 offsets; cast the column to large_utf8"
+            f"{total} chars do not fit {type_}'s int32 offsets; cast the column to "
+            f"{'large_binary' if pa.types.is_binary(type_) else 'large_utf8'}"
         )
 
 

@@ -54,7 +54,7 @@ def _check(table: Table, on: str | Sequence[str], npartitions: Any) -> list[str]
 def _kernel_column(col: Column) -> Any:
     """What the kernels take for ``col``: its values, or ``Strings`` (offsets that
     need not start at 0, as a sliced column has, index the whole chars buffer)."""
-    return kernels.Strings(col.offsets, col.data) if col.is_string else col.data
+    return kernels.Strings(col.offsets, col.data) if col.is_varlen else col.data
 
 
 def partition_ids(
@@ -134,7 +134,7 @@ def _table_of(table: Table, result: Any, views: list[Any], rows: int) -> Table:
     for name, col in zip(table.column_names, table.columns, strict=True):
         data = views[where[f"data:{name}"]]
         valid = views[where[f"valid:{name}"]] if col.valid is not None else None
-        if col.is_string:  # Strings(offsets[start:stop + 1], the whole chars buffer)
+        if col.is_varlen:  # Strings(offsets[start:stop + 1], the whole chars buffer)
             cols[name] = Column._trusted(device, col.type, data.chars, valid, data.offsets, col.nullable)
         else:
             cols[name] = Column._trusted(device, col.type, data, valid, None, col.nullable)
@@ -155,7 +155,7 @@ def partition_by_destination(table: Table, column: str, npartitions: int) -> tup
     and every validity mask is scattered once as payload, like ``partition_grouped``'s."""
     _check(table, [column], npartitions)
     col = table.column(column)
-    if col.is_string or col.data.dtype.kind not in "iu":
+    if col.is_varlen or col.data.dtype.kind not in "iu":
         raise TypeError(f"destination column {column!r} must hold integers, not {col.type}")
     device = table.device
     xp = devops.namespace(device)

@@ -799,8 +799,8 @@ class DecodesDictionaries(_BrokenShuffle):
 
 # 29 ----------------------------------------------------------------------------- 14.22
 def _stringified(table: Any) -> Any:
-    """Task: an input onto the device, each column the Table cannot hold (lists, structs,
-    ordered dictionaries) as the text of its values: something, rather than an error."""
+    """Task: an input onto the device, each list, struct and ordered dictionary column (what
+    a Table once could not hold) as the text of its values: something, rather than an error."""
     import pyarrow as pa
 
     for i, f in enumerate(table.schema):
@@ -811,8 +811,8 @@ def _stringified(table: Any) -> Any:
 
 
 class StringifiesWhatItCannotHold(_BrokenShuffle):
-    """Loads a column it cannot hold as the text of its values instead of refusing it: the
-    shuffle succeeds, the outputs have a string column where the inputs had a list."""
+    """Loads a column it does not carry as the text of its values instead of refusing it:
+    the shuffle succeeds, the outputs have a string column where the inputs had a list."""
 
     name = "broken-shuffle-stringifies"
     violates = ("14.22",)

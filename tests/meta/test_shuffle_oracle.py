@@ -38,3 +38,18 @@ def test_equal_keys_in_two_outputs_are_reported():
     zero = pa.table({"k": [0.0], ROW_ID: [9]})
     problems = oracle.colocation_problems([INPUT, zero], ["k"])
     assert problems and problems[0].startswith("1 keys split across outputs")
+
+
+def test_nested_values_compare_by_their_floats_bits_at_any_depth():
+    """[NaN] is the same value as [NaN] (Python's list equality says not), [-0.0] is not
+    [0.0], and a struct or map inside a list is compared field by field."""
+    type_ = pa.list_(pa.struct([("f", pa.float64()), ("m", pa.map_(pa.string(), pa.float64()))]))
+
+    def table(f: float, m: float) -> pa.Table:
+        value = [{"f": f, "m": [("a", m)]}]
+        return pa.table({"v": pa.array([value], type_), ROW_ID: pa.array([0], pa.int64())})
+
+    nan = float("nan")
+    assert oracle.row_problems([table(nan, nan)], [table(nan, nan)]) == []
+    assert oracle.row_problems([table(-0.0, 1.0)], [table(0.0, 1.0)]) != []
+    assert oracle.row_problems([table(1.0, -0.0)], [table(1.0, 0.0)]) != []

@@ -1,6 +1,7 @@
 """Dtypes a Table cannot hold, through the lazy shuffle (``reference_impl.shuffle.carriers``):
-categoricals, float16, dates, times, decimals and Arrow dictionaries carried and restored to meta's exact dtypes;
-everything else refused on the client before anything is submitted.
+categoricals, float16, dates, times, decimals, Arrow dictionaries, lists, structs and maps
+carried and restored to meta's exact dtypes; everything else refused on the client before
+anything is submitted.
 
 Each carried result is checked against pandas with exact dtypes, nulls included, and each
 test checks that the computation reached this shuffle (``seen.barriers``)."""
@@ -244,23 +245,63 @@ def test_float16_dates_times_decimals_and_dictionaries_round_trip_with_nulls(das
     assert_clean(client)
 
 
-@pytest.mark.parametrize(
-    "column",
-    [
-        pd.Series([[1], [2, 3], None], dtype=pd.ArrowDtype(pa.list_(pa.int64()))),
-        pd.Series([{"a": 1}, None, {"a": 2}], dtype=pd.ArrowDtype(pa.struct([("a", pa.int64())]))),
-    ],
-    ids=["list", "struct"],
-)
-def test_a_nested_column_is_refused_before_anything_is_submitted(dask_cluster, column):
+def _nested_frame(n: int = 300, seed: int = 2) -> pd.DataFrame:
+    """ArrowDtype lists, large lists, fixed-size lists, structs and maps: nulls at every
+    level, empties, -0.0 and NaN, extremes, a logical type inside."""
+    rng = np.random.default_rng(seed)
+    lists = [[1], [], None, [None], [2**63 - 1, -(2**63)]]
+    structs = [
+        {"a": 1, "b": "x", "c": [-0.0, float("nan")], "d": decimal.Decimal("1.50")},
+        None,
+        {"a": None, "b": None, "c": None, "d": None},
+        {"a": -5, "b": "", "c": [None], "d": decimal.Decimal("-0.01")},
+    ]
+    pairs = [[2.5, None], None, [-0.0, float("inf")]]
+    maps = [[("k", [1])], None, [], [("a", None), ("a", [])]]
+    struct = pa.struct([("a", pa.int64()), ("b", pa.string()), ("c", pa.list_(pa.float64())), ("d", pa.decimal128(5, 2))])
+
+    def column(pool: list, type_: pa.DataType) -> pd.arrays.ArrowExtensionArray:
+        return pd.arrays.ArrowExtensionArray(pa.array([pool[i] for i in rng.integers(0, len(pool), n)], type_))
+
+    return pd.DataFrame(
+        {
+            "k": rng.integers(0, 30, n),
+            "l": column(lists, pa.list_(pa.int64())),
+            "ll": column([["é", None], None, []], pa.large_list(pa.string())),
+            "f": column(pairs, pa.list_(pa.float32(), 2)),
+            "s": column(structs, struct),
+            "m": column(maps, pa.map_(pa.string(), pa.list_(pa.int8()))),
+        },
+        index=pd.Index(np.arange(n), name="rid"),
+    )
+
+
+def test_list_struct_and_map_columns_round_trip_exactly(dask_cluster, seen):
+    """Carried as the bytes the Table holds them as (``table.nested``), restored to meta's
+    exact ArrowDtypes; compared by repr, so -0.0 and NaN count."""
     _, client = dask_cluster
-    pdf = pd.DataFrame({"k": [1, 2, 3], "l": column})
-    type_ = column.dtype.pyarrow_dtype
+    pdf = _nested_frame()
+    with in_dask.device_shuffle(client):
+        got = dd.from_pandas(pdf, npartitions=4).shuffle("k", npartitions=3).compute()
+    assert len(seen.barriers) == 1, seen.barriers
+    assert got.dtypes.to_dict() == pdf.dtypes.to_dict()
+    got = got.sort_index()
+    assert got.index.equals(pdf.index) and got["k"].equals(pdf["k"])
+    for name in ("l", "ll", "f", "s", "m"):
+        assert repr(pa.array(got[name]).to_pylist()) == repr(pa.array(pdf[name]).to_pylist()), name
+    _wait_no_tasks(client)
+    assert_clean(client)
+
+
+def test_a_nested_column_holding_what_cannot_travel_is_refused_before_anything_is_submitted(dask_cluster):
+    _, client = dask_cluster
+    type_ = pa.list_(pa.struct([("raw", pa.binary(2))]))
+    pdf = pd.DataFrame({"k": [1, 2, 3], "l": pd.arrays.ArrowExtensionArray(pa.array([[{"raw": b"ab"}], None, []], type_))})
     with in_dask.device_shuffle(client), pytest.raises(TypeError) as info:
         dd.from_pandas(pdf, npartitions=2).shuffle("k", npartitions=2).compute()
     assert str(info.value) == (
-        f"column 'l' has dtype {column.dtype}, which the shuffle does not support: "
-        f"column 'l' has unsupported type {type_}; supported: {SUPPORTED}"
+        f"column 'l' has dtype {pdf['l'].dtype}, which the shuffle does not support: it has "
+        f"unsupported type {type_} (field 'item.raw' is fixed_size_binary[2]); supported: {SUPPORTED}"
     )
     assert _scheduler_tasks(client) == 0
 
@@ -295,3 +336,26 @@ def test_an_object_column_of_arrays_is_named_with_its_partition(dask_cluster):
     )
     _wait_no_tasks(client)
     assert_clean(client)
+
+
+def test_an_object_column_of_python_lists_says_which_dtype_would_carry_it(dask_cluster):
+    """An object column's meta is empty (dask's), so it cannot say the lists' Arrow type,
+    which every input must share; the error says which ArrowDtype would carry them."""
+    _, client = dask_cluster
+    pdf = pd.DataFrame({"k": [1, 2, 3], "o": [[1], [2, 3], None]})
+    with dask.config.set({"dataframe.convert-string": False}):
+        ddf = dd.from_pandas(pdf, npartitions=1)
+        with in_dask.device_shuffle(client), pytest.raises(TypeError) as info:
+            ddf.shuffle("k", npartitions=2).compute()
+    message = str(info.value)
+    assert message.startswith("input partition 0: column 'o' has dtype object, which cannot be cast to meta's string")
+    assert message.endswith(
+        "; its values are list<item: int64>, which an object column's meta cannot name: give "
+        "the column that dtype (pd.ArrowDtype) to shuffle them"
+    )
+    _wait_no_tasks(client)
+    assert_clean(client)
+    pdf["o"] = pdf["o"].astype(pd.ArrowDtype(pa.list_(pa.int64())))
+    with in_dask.device_shuffle(client):
+        got = dd.from_pandas(pdf, npartitions=2).shuffle("k", npartitions=2).compute()
+    assert got.sort_index()["o"].tolist() == pdf["o"].tolist()

@@ -167,22 +167,70 @@ def test_no_inputs(client):
     _bad(client, [], "k", 3, ValueError, "shuffle needs at least one input partition, got none")
 
 
-def test_unsupported_dtype(client):
+LIST = pa.list_(pa.int64())
+STRUCT = pa.struct([("a", pa.int64()), ("b", pa.string()), ("c", pa.list_(pa.float64()))])
+LISTS = [[1], [], None, [None], [1, 2], [2**63 - 1, -(2**63)]]
+STRUCTS = [
+    {"a": 1, "b": "x", "c": [-0.0, float("nan")]},
+    None,
+    {"a": None, "b": None, "c": None},
+    {"a": 1, "b": "x", "c": []},
+    {"a": -5, "b": "", "c": [None, 0.0]},
+]
+
+
+def nested_tables(n_inputs=3, rows=40, seed=4) -> list[pa.Table]:
+    """List and struct columns (nulls at every level, empties, -0.0, NaN), each input a
+    slice of a larger table (offsets at the nested levels too)."""
+    rng = np.random.default_rng(seed)
+    out, rid = [], 0
+    for _ in range(n_inputs):
+        big = rows + 3
+        whole = pa.table({
+            "l": pa.array([LISTS[i] for i in rng.integers(0, len(LISTS), big)], LIST),
+            "s": pa.array([STRUCTS[i] for i in rng.integers(0, len(STRUCTS), big)], STRUCT),
+            "rid": np.arange(rid - 2, rid - 2 + big, dtype=np.int64),
+        })
+        out.append(whole.slice(2, rows))
+        rid += rows
+    return out
+
+
+@pytest.mark.parametrize("on", [["l"], ["s"], ["rid"]])
+def test_list_and_struct_columns_shuffle_exactly_as_keys_and_payload(client, on):
+    """Held as canonical bytes (``table.nested``): equal lists and structs land in one
+    output, and every row comes back with its exact values and types."""
+    tables = nested_tables()
+    outs = client.gather(shuffle(client, scatter_tables(client, tables), on, 4))
+    check_shuffle(tables, outs, on, 4)
+    for out in outs:
+        assert out.to_arrow().schema.field("s").type == STRUCT
+
+
+def test_list_and_struct_dataframe_columns_shuffle_exactly(client):
+    """``shuffle_dataframe``: ArrowDtype list and struct columns as payload and as keys."""
     import dask.dataframe as dd
     import pandas as pd
-    import pyarrow as pa
 
     from reference_impl.shuffle import shuffle_dataframe
 
-    lists = pd.Series([[1], [], None], dtype=pd.ArrowDtype(pa.list_(pa.int64())))
-    df = pd.DataFrame({"k": [1, 2, 3], "c": lists})
-    before = client.run_on_scheduler(shuffle_keys)
-    with pytest.raises(TypeError) as info:
-        shuffle_dataframe(dd.from_pandas(df, npartitions=2), "k", 2, client=client)
-    assert str(info.value).startswith(
-        "column 'c' has dtype list<item: int64>[pyarrow], which the shuffle does not support: "
-    )
-    assert client.run_on_scheduler(shuffle_keys) == before
+    whole = pa.concat_tables(nested_tables(1, 60))
+    df = pd.DataFrame({
+        "rid": whole.column("rid").to_numpy(),
+        "l": pd.Series(pd.arrays.ArrowExtensionArray(whole.column("l")), dtype=pd.ArrowDtype(LIST)),
+        "s": pd.Series(pd.arrays.ArrowExtensionArray(whole.column("s")), dtype=pd.ArrowDtype(STRUCT)),
+    })
+    for key in ("l", "s"):
+        out = shuffle_dataframe(dd.from_pandas(df, npartitions=3), key, 3, client=client)
+        parts = [p.compute() for p in out.partitions]
+        got = pd.concat(parts).sort_values("rid")
+        assert got.dtypes.to_dict() == df.dtypes.to_dict()
+        for name in ("l", "s"):
+            assert repr(pa.array(got[name]).to_pylist()) == repr(pa.array(df[name]).to_pylist()), name
+        homes: dict[str, int] = {}
+        for i, part in enumerate(parts):
+            for value in pa.array(part[key]).to_pylist():
+                assert homes.setdefault(repr(value), i) == i, f"{key} {value} in two outputs"
 
 
 def test_a_categorical_travels_as_an_arrow_dictionary(client):

@@ -1,22 +1,41 @@
-"""An exact Arrow comparison for the Table tests (bit for bit on floats, so NaN and -0.0
-count)."""
+"""An exact Arrow comparison for the Table tests (bit for bit on floats, at any nesting
+depth, so NaN and -0.0 count)."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 
+_FLOAT_BITS = {pa.float16(): pa.int16(), pa.float32(): pa.int32(), pa.float64(): pa.int64()}
+
+
+def _bits_type(type_: pa.DataType) -> pa.DataType:
+    """``type_`` with every float, at any depth, as the ints of its width."""
+    if type_ in _FLOAT_BITS:
+        return _FLOAT_BITS[type_]
+
+    def child(f: pa.Field) -> pa.Field:
+        return f.with_type(_bits_type(f.type))
+
+    if pa.types.is_struct(type_):
+        return pa.struct([child(f) for f in type_])
+    if pa.types.is_map(type_):
+        return pa.map_(child(type_.key_field), child(type_.item_field), type_.keys_sorted)
+    if pa.types.is_fixed_size_list(type_):
+        return pa.list_(child(type_.value_field), type_.list_size)
+    if pa.types.is_large_list(type_):
+        return pa.large_list(child(type_.value_field))
+    if pa.types.is_list(type_):
+        return pa.list_(child(type_.value_field))
+    return type_
+
 
 def _bits(arr: pa.Array) -> pa.Array:
-    """Floats as their bits; a dictionary as its values (its own dictionary is not promised)."""
+    """Floats (nested ones too) as their bits; a dictionary as its values (its own
+    dictionary is not promised)."""
     if pa.types.is_dictionary(arr.type):
         return _bits(arr.cast(arr.type.value_type))
-    if pa.types.is_float16(arr.type):
-        return arr.view(pa.int16())
-    if pa.types.is_float64(arr.type):
-        return arr.view(pa.int64())
-    if pa.types.is_float32(arr.type):
-        return arr.view(pa.int32())
-    return arr
+    bits = _bits_type(arr.type)
+    return arr if bits == arr.type else arr.view(bits)
 
 
 def assert_identical(result: pa.Table, expected: pa.Table) -> None:

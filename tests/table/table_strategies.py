@@ -27,11 +27,14 @@ def value_strategy(type_: pa.DataType) -> st.SearchStrategy:
         return st.floats()
     if pa.types.is_timestamp(type_) or pa.types.is_duration(type_):
         return st.integers(-(2**62), 2**62)
+    if pa.types.is_binary(type_) or pa.types.is_large_binary(type_):
+        return st.binary(max_size=6)  # NUL and bytes that are no UTF-8 included
     return st.text(max_size=6)  # empty and non-ASCII strings included
 
 
 ALL_TYPES = (
     [pa.bool_(), pa.float32(), pa.float64(), pa.string(), pa.large_string()]
+    + [pa.binary(), pa.large_binary()]
     + [getattr(pa, n)() for n in INTS]
     + [pa.timestamp(u) for u in UNITS]
     + [pa.timestamp("us", tz="Europe/Paris")]

@@ -11,7 +11,7 @@ from hypothesis import given
 from table_asserts import assert_identical
 from table_strategies import ALL_TYPES, UNITS, tables
 
-from reference_impl import SimDevice, Table
+from reference_impl import Column, SimDevice, Table
 
 
 @given(data=tables())
@@ -134,3 +134,16 @@ def test_cudf_interchange():
     assert t.column("a").null_count == 1
     assert t.to_arrow().equals(df.to_arrow())
     assert t.to_cudf().to_arrow().equals(df.to_arrow())
+
+
+def test_binary_columns_are_held_in_the_string_layout(dev):
+    """binary and large_binary: any bytes (NUL, invalid UTF-8), int32 and int64 offsets;
+    built from device buffers when named."""
+    raw = [b"\x00", None, b"", b"\xff\xfe", b"abc"]
+    data = pa.table({"b": pa.array(raw, pa.binary()), "lb": pa.array(raw, pa.large_binary())})
+    table = Table.from_arrow(data.slice(1), dev)
+    assert table.column("b").offsets.dtype == np.int32 and table.column("lb").offsets.dtype == np.int64
+    assert_identical(table.to_arrow(), data.slice(1))
+    chars = dev.asarray(np.frombuffer(b"\xff\x00ab", np.uint8))
+    col = Column(chars, offsets=dev.asarray(np.array([0, 2, 4], np.int64)), type=pa.large_binary())
+    assert Table({"c": col}).to_arrow().column("c").to_pylist() == [b"\xff\x00", b"ab"]

@@ -15,8 +15,10 @@ from reference_impl.table.partition import partition_ids, partition_table
 
 SUPPORTED = (
     "supported: bool, int8-int64, uint8-uint64, float32, float64, timestamp/datetime64 and "
-    "duration/timedelta64 in s, ms, us or ns, utf8 (string) and large_utf8 (large_string); "
-    "held as one of those: unordered dictionaries, decimals, date32/64, time32/64, halffloat"
+    "duration/timedelta64 in s, ms, us or ns, utf8 (string), large_utf8 (large_string), "
+    "binary and large_binary; held as one of those: unordered dictionaries, decimals, "
+    "date32/64, time32/64, halffloat, and lists, large lists, fixed-size lists, structs and "
+    "maps of any of these (no dictionary inside)"
 )
 
 
@@ -54,18 +56,20 @@ def test_missing_column_lists_the_present_ones(dev, table):
 
 
 def test_unsupported_arrow_type_allocates_nothing(dev):
-    data = pa.table({"ok": pa.array(np.arange(1000)), "l": pa.array([[1]] * 1000)})
+    data = pa.table({"ok": pa.array(np.arange(1000)), "f": pa.array([b"ab"] * 1000, pa.binary(2))})
     raises_exactly(
         dev,
         TypeError,
-        f"column 'l' has unsupported type list<item: int64>; {SUPPORTED}",
+        f"column 'f' has unsupported type fixed_size_binary[2]; {SUPPORTED}",
         lambda: Table.from_arrow(data, dev),
     )
-    structs = pa.table({"ok": pa.array([1.5]), "s": pa.array([{"x": 1}])})
+    type_ = pa.struct([("x", pa.int64()), ("y", pa.list_(pa.binary(2)))])
+    structs = pa.table({"ok": pa.array([1.5]), "s": pa.array([{"x": 1, "y": [b"ab"]}], type_)})
     raises_exactly(
         dev,
         TypeError,
-        f"column 's' has unsupported type struct<x: int64>; {SUPPORTED}",
+        f"column 's' has unsupported type {type_} (field 'y.item' is fixed_size_binary[2]); "
+        f"{SUPPORTED}",
         lambda: Table.from_arrow(structs, dev),
     )
 
@@ -216,6 +220,12 @@ def test_wrong_mask_and_offset_dtypes(dev, ints):
         TypeError,
         "column 's' offsets must be int32 (utf8) or int64 (large_utf8), got dtype uint32",
         lambda: Column(chars, offsets=dev.asarray(np.array([0, 2], np.uint32)), name="s"),
+    )
+    raises_exactly(
+        dev,
+        TypeError,
+        "column 's' has int32 offsets, which hold string or binary, not large_binary",
+        lambda: Column(chars, offsets=dev.asarray(np.array([0, 2], np.int32)), type=pa.large_binary(), name="s"),
     )
     raises_exactly(
         dev,

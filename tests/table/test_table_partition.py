@@ -18,6 +18,7 @@ from table_strategies import ALL_TYPES, tables
 
 from reference_impl import SimDevice, Table
 from reference_impl.kernels import Strings, hash_numpy, pid_numpy
+from reference_impl.table.dtypes import is_varlen, offsets_dtype
 from reference_impl.table.partition import partition_grouped, partition_ids, partition_table
 from reference_impl.table.spill import TABLE
 
@@ -42,7 +43,7 @@ def rows(t: pa.Table, *, bits: bool = True) -> list[tuple]:
 
 # Keys of four kinds (each key kind and mask combination compiles its own kernel, ~2 s
 # each on a busy core, then cached); payload columns of every type, strings included.
-KEY_TYPES = [pa.int64(), pa.float64(), pa.string(), pa.large_string()]
+KEY_TYPES = [pa.int64(), pa.float64(), pa.string(), pa.large_string(), pa.binary(), pa.large_binary()]
 
 
 def numpy_keys(data: pa.Table, on: list[str]) -> tuple[list, list]:
@@ -53,9 +54,9 @@ def numpy_keys(data: pa.Table, on: list[str]) -> tuple[list, list]:
         arr = data.column(name).combine_chunks()
         n = len(arr)
         valid.append(~arr.is_null().to_numpy(zero_copy_only=False))
-        if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+        if is_varlen(arr.type):
             _, off, chars = arr.buffers()
-            odt = np.int64 if pa.types.is_large_string(arr.type) else np.int32
+            odt = offsets_dtype(arr.type)
             off = (
                 np.frombuffer(off, odt)[arr.offset : arr.offset + n + 1] if n else np.zeros(1, odt)
             )
@@ -148,17 +149,19 @@ def test_empty_table_gives_npartitions_empty_tables(dev):
 
 def test_equal_string_keys_group(dev):
     """Equal strings (empty, non-ASCII, at any place in the chars) share a partition, every
-    null with every null, whatever bytes lie under it; utf8 and large_utf8 agree."""
+    null with every null, whatever bytes lie under it; utf8 and large_utf8 agree, and so do
+    binary and large_binary of the same bytes (bytes are hashed, not text)."""
     values = ["", "héllo", None, "日本", "", "a", "héllo", None, "a\0", "日本", "a"]
     ids = {}
-    for type_ in (pa.string(), pa.large_string()):
+    types = (pa.string(), pa.large_string(), pa.binary(), pa.large_binary())
+    for type_ in types:
         arr = pa.array(["pad", *values], type_).slice(1)  # offsets[0] != 0
         t = Table.from_arrow(pa.table({"k": arr}), dev)
         ids[type_] = partition_ids(t, "k", 1 << 20).view(np.ndarray).tolist()
         keys, valid = numpy_keys(pa.table({"k": arr}), ["k"])
         assert ids[type_] == pid_numpy(hash_numpy(keys, valid), 1 << 20).tolist()
     got = ids[pa.string()]
-    assert got == ids[pa.large_string()]
+    assert all(ids[t] == got for t in types)
     for v in set(values):
         assert len({got[i] for i, w in enumerate(values) if w == v}) == 1, v
     assert got[5] != got[8]  # "a" and "a\0": the length is hashed
