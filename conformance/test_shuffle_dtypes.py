@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from conformance import conformance_id, requires
 from conformance import shuffle_oracle as oracle
+from conformance.nested_tables import nested_cases
 from conformance.shuffle_harness import for_each_case
 from conformance.tables import (
     DTYPE_TYPES,
@@ -69,3 +70,29 @@ def test_a_type_not_carried_is_refused_naming_the_column(impl, shuffle_cluster):
         wrong = oracle.schema_problems(outputs, case.schema) + oracle.row_problems(case.tables, outputs)
         problems += [f"{type_name}: {p}" for p in wrong]
     assert not problems, "; ".join(problems)
+
+
+@conformance_id("SHUF-DTYPE-003", clause=("14.22", "14.1", "14.8"))
+@requires("shuffle", "shuffle.dtypes")
+def test_drawn_nested_columns_are_shuffled_exactly_or_refused_naming_the_column(
+    impl, shuffle_cluster, hyp_settings
+):
+    """14.22 over drawn types, not listed ones: a tree of lists, large and fixed-size lists,
+    structs and maps, nulls at every level, in sliced and chunked inputs. Each case is
+    shuffled exactly (every row once, every value and the type unchanged) or refused with
+    the column named."""
+
+    def body(case):
+        try:
+            outputs = shuffle_cluster.run(case).outputs
+        except Exception as exc:  # noqa: BLE001 - any refusal is allowed, if it names the column
+            assert HARD_COLUMN in str(exc), f"refused without naming the column: {exc!r}"
+            return
+        problems = oracle.count_problems(outputs, case.npartitions)
+        assert not problems, problems
+        problems = oracle.schema_problems(outputs, case.schema) + oracle.row_problems(
+            case.tables, outputs
+        )
+        assert not problems, "; ".join(problems)
+
+    for_each_case(hyp_settings(shuffle=True), nested_cases(), body)

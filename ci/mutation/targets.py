@@ -68,7 +68,10 @@ GROUPS = (
     # crosses them, on the workers.
     Group(
         "table",
-        tuple(f"reference_impl/table/{m}.py" for m in ("arrow", "dtypes", "logical", "scalars", "table")),
+        tuple(f"reference_impl/table/{m}.py" for m in (
+            "arrow", "dtypes", "logical", "scalars", "table", "nested", "nested_encode", "nested_decode",
+            "ranges",
+        )),
         "SHUF-*",
         in_process=False,
     ),

@@ -851,6 +851,48 @@ class IgnoresArrayOffsets(_BrokenShuffle):
         return spread(env, _offsets_ignored, tables)
 
 
+# 31 ----------------------------------------------------------------------------- 14.22
+def _lists_rebuilt_from_offsets(array: Any) -> Any:
+    """``array`` with every list, at any depth, rebuilt from its offsets and values alone:
+    a null list comes back as an empty one (its offsets are equal)."""
+    import pyarrow as pa
+
+    t = array.type
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        cls = pa.ListArray if pa.types.is_list(t) else pa.LargeListArray
+        offsets = array.offsets  # this slice's offsets, into the whole child
+        start, stop = offsets[0].as_py(), offsets[-1].as_py()
+        child = _lists_rebuilt_from_offsets(array.values.slice(start, stop - start))
+        rebased = pa.compute.subtract(offsets, pa.scalar(start, offsets.type))
+        return cls.from_arrays(rebased, child, type=t)
+    if pa.types.is_struct(t):
+        fields = [_lists_rebuilt_from_offsets(array.field(i)) for i in range(t.num_fields)]
+        return pa.StructArray.from_arrays(fields, fields=list(t), mask=array.is_null())
+    return array
+
+
+def _null_lists_empty(table: Any, on: Sequence[str] = ()) -> Any:
+    """The output with its lists' nulls read as empty lists."""
+    import pyarrow as pa
+
+    t = _to_arrow(table)
+    for i, f in enumerate(t.schema):
+        if pa.types.is_nested(f.type):
+            fixed = [_lists_rebuilt_from_offsets(c) for c in t.column(i).chunks]
+            t = t.set_column(i, f, pa.chunked_array(fixed, f.type))
+    return t
+
+
+class NullListsAsEmpty(_BrokenShuffle):
+    """Rebuilds list columns from their offsets and values, forgetting the lists' own
+    validity: a null list, at any depth of lists and structs, comes back as an empty one
+    (the null-vs-empty slip of a hand-written nested reader)."""
+
+    name = "broken-shuffle-null-lists-as-empty"
+    violates = ("14.22",)
+    finish = staticmethod(_null_lists_empty)
+
+
 # which conformance ID must catch which bug
 EXPECTED: dict[str, tuple[type, str]] = {
     "drops_empty": (DropsEmptyOutputs, "SHUF-COUNT-001"),
@@ -885,6 +927,7 @@ EXPECTED: dict[str, tuple[type, str]] = {
     "decodes_dictionaries": (DecodesDictionaries, "SHUF-DTYPE-001"),
     "stringifies": (StringifiesWhatItCannotHold, "SHUF-DTYPE-002"),
     "ignores_offsets": (IgnoresArrayOffsets, "SHUF-ROWS-001"),
+    "null_lists_as_empty": (NullListsAsEmpty, "SHUF-DTYPE-003"),
 }
 
 for _attr, (_cls, _cid) in EXPECTED.items():
