@@ -39,6 +39,8 @@ SHUFFLE_CAPABILITIES: dict[str, str] = {
     "shuffle.faults.recover": "a worker killed mid-shuffle, once or again in the restart: the correct result",
     "shuffle.checks": "bad arguments raise a clear error before any data moves",
     "shuffle.dtypes": "dictionary, decimal, date, time and halffloat columns shuffle exactly (14.22)",
+    "shuffle.nested": "list, large list, fixed-size list, struct and map columns shuffle exactly, "
+    "never refused (14.22)",
 }
 
 ALL_CAPABILITIES: frozenset[str] = frozenset(STORE_CAPABILITIES) | frozenset(SHUFFLE_CAPABILITIES)

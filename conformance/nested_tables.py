@@ -29,6 +29,7 @@ LEAF_TYPES: dict[str, pa.DataType] = {
     "decimal128(38, 10)": pa.decimal128(38, 10),
     "date32": pa.date32(),
     "binary": pa.binary(),
+    "null": pa.null(),  # what pyarrow infers for lists of nothing but None
 }
 MAP_KEYS = ("string", "int64")  # a map's keys are never null
 _NAMES = {str(t): name for name, t in LEAF_TYPES.items()}
@@ -71,6 +72,8 @@ def values_for(type_: pa.DataType, nullable: bool = True) -> st.SearchStrategy:
     elif isinstance(type_, pa.StructType):
         fields = [type_.field(i) for i in range(type_.num_fields)]
         inner = st.fixed_dictionaries({f.name: values_for(f.type) for f in fields})
+    elif type_ == pa.null():
+        return st.none()
     elif type_ == pa.binary():
         inner = st.sampled_from([b"", b"\x00", b"\xff\xfe"]) | st.binary(max_size=6)
     else:
@@ -102,3 +105,57 @@ def nested_cases(draw, *, max_rows: int = 30, max_inputs: int = 3) -> ShuffleCas
     )
     npartitions = draw(st.integers(1, max(1, n) + 2))
     return ShuffleCase(tables, ("k0",), npartitions)
+
+
+def null_leaves_case() -> ShuffleCase:
+    """Always run: null-typed leaves (``list<null>``, what pyarrow infers for lists holding
+    only None) in a struct, next to a fixed-size list of size 0; two inputs, one a slice."""
+    type_ = pa.struct(
+        [("a", pa.list_(pa.null())), ("b", pa.null()), ("c", pa.list_(pa.int64(), 0))]
+    )
+    values = [
+        {"a": [None, None], "b": None, "c": []},
+        None,
+        {"a": [], "b": None, "c": None},
+        {"a": None, "b": None, "c": []},
+        {"a": [None], "b": None, "c": []},
+    ]
+    whole = pa.table(
+        {
+            "k0": pa.array([1, 2, 1, 3, 2], pa.int64()),
+            HARD_COLUMN: pa.array(values, type_),
+            ROW_ID: pa.array(range(5), pa.int64()),
+        }
+    )
+    return ShuffleCase((whole.slice(0, 2), whole.slice(2)), ("k0",), 3)
+
+
+def dynamic_fields_case() -> ShuffleCase:
+    """Always run: a list of structs with several variable-size fields (text, a list, a map),
+    so each element records several sizes, in several rows and inputs."""
+    type_ = pa.list_(
+        pa.struct(
+            [
+                ("s", pa.string()),
+                ("l", pa.list_(pa.int64())),
+                ("m", pa.map_(pa.string(), pa.float64())),
+                ("i", pa.int32()),
+            ]
+        )
+    )
+    rows = [
+        [{"s": "a", "l": [1, None], "m": [("x", 1.5)], "i": 1}, None],
+        [],
+        None,
+        [{"s": None, "l": None, "m": None, "i": None}, {"s": "héllo", "l": [], "m": [], "i": -1}],
+        [{"s": "", "l": [2, 3, 4], "m": [("y", -0.0), ("z", None)], "i": 7}],
+        [{"s": "zz" * 20, "l": [5], "m": [("a", float("nan"))], "i": 0}] * 3,
+    ]
+    whole = pa.table(
+        {
+            "k0": pa.array([1, 2, 1, 3, 2, 4], pa.int64()),
+            HARD_COLUMN: pa.array(rows, type_),
+            ROW_ID: pa.array(range(len(rows)), pa.int64()),
+        }
+    )
+    return ShuffleCase((whole.slice(0, 3), cut(whole.slice(3), "chunked", 2)), ("k0",), 3)

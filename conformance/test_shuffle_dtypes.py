@@ -4,9 +4,11 @@ unchanged, the inputs' Arrow types, equal keys in one output."""
 
 from __future__ import annotations
 
+import pyarrow as pa
+
 from conformance import conformance_id, requires
 from conformance import shuffle_oracle as oracle
-from conformance.nested_tables import nested_cases
+from conformance.nested_tables import dynamic_fields_case, nested_cases, null_leaves_case
 from conformance.shuffle_harness import for_each_case
 from conformance.tables import (
     DTYPE_TYPES,
@@ -56,12 +58,15 @@ def test_a_type_not_carried_is_refused_naming_the_column(impl, shuffle_cluster):
     guessing which column. The cluster shuffles after a refusal. Every type is tried and
     every problem reported (one test, so that a manifest entry covers the clause)."""
     problems = []
+    carries_nested = "shuffle.nested" in impl.capabilities
     for type_name in sorted(HARD_TYPES):
         case = hard_type_case(type_name)
         try:
             outputs = shuffle_cluster.run(case).outputs
         except Exception as exc:  # noqa: BLE001 - any refusal is allowed, if it names the column
-            if HARD_COLUMN not in str(exc):
+            if carries_nested and pa.types.is_nested(HARD_TYPES[type_name][0]):
+                problems.append(f"{type_name}: refused under shuffle.nested: {exc!r}")
+            elif HARD_COLUMN not in str(exc):
                 problems.append(f"{type_name}: refused without naming the column: {exc!r}")
             good = mixed_case(2, 2, 20, 3, nulls="shuffle.nulls" in impl.capabilities)
             after = oracle.check(good, shuffle_cluster.run(good).outputs)
@@ -78,14 +83,19 @@ def test_drawn_nested_columns_are_shuffled_exactly_or_refused_naming_the_column(
     impl, shuffle_cluster, hyp_settings
 ):
     """14.22 over drawn types, not listed ones: a tree of lists, large and fixed-size lists,
-    structs and maps, nulls at every level, in sliced and chunked inputs. Each case is
+    structs and maps, nulls at every level, null-typed leaves, in sliced and chunked inputs
+    (always: ``null_leaves_case``, ``dynamic_fields_case``). Each case is
     shuffled exactly (every row once, every value and the type unchanged) or refused with
-    the column named."""
+    the column named; with ``shuffle.nested``, exactly."""
+
+    carries_nested = "shuffle.nested" in impl.capabilities
 
     def body(case):
         try:
             outputs = shuffle_cluster.run(case).outputs
         except Exception as exc:  # noqa: BLE001 - any refusal is allowed, if it names the column
+            if carries_nested:
+                raise AssertionError(f"refused under shuffle.nested: {exc!r}") from exc
             assert HARD_COLUMN in str(exc), f"refused without naming the column: {exc!r}"
             return
         problems = oracle.count_problems(outputs, case.npartitions)
@@ -95,4 +105,5 @@ def test_drawn_nested_columns_are_shuffled_exactly_or_refused_naming_the_column(
         )
         assert not problems, "; ".join(problems)
 
-    for_each_case(hyp_settings(shuffle=True), nested_cases(), body)
+    examples = [null_leaves_case(), dynamic_fields_case()]
+    for_each_case(hyp_settings(shuffle=True), nested_cases(), body, examples)

@@ -38,6 +38,7 @@ class ReferenceAdapter:
             "shuffle.faults.recover",
             "shuffle.checks",
             "shuffle.dtypes",
+            "shuffle.nested",
         }
     )
     accepts_worker_tables = True  # load_inputs also takes a conformance.api.WorkerTables

@@ -178,7 +178,9 @@ def _carry_logical(values: pd.Series, dtype: pd.ArrowDtype) -> Any:
     ArrowDtype of a dictionary)."""
     try:
         arr = pa.array(values, from_pandas=not isinstance(values.dtype, pd.ArrowDtype))
-        arr = hold(arr.cast(dtype.pyarrow_dtype), dtype.pyarrow_dtype)
+        if arr.type != dtype.pyarrow_dtype:  # never to its own type: pyarrow 26's cast of a
+            arr = arr.cast(dtype.pyarrow_dtype)  # sliced struct with null-typed fields gives
+        arr = hold(arr, dtype.pyarrow_dtype)  # an invalid array (SHUF-DTYPE-003 found it)
     except (pa.ArrowException, TypeError, ValueError) as exc:
         raise CarryError(str(exc)) from None
     return pd.arrays.ArrowExtensionArray(arr)

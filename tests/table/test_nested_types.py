@@ -335,3 +335,4 @@ def test_an_unsupported_leaf_is_refused_naming_the_field(dev):
         "column 'o' holds a dictionary at field 'item' (dictionary<values=string, "
         "indices=int8, ordered=1>): a list or struct cannot hold one; cast it to its values first",
     )
+
