@@ -11,6 +11,7 @@ decimal32/64/128/256(p, s)                        utf8, every digit
 date32, time32(s/ms)                              int32, their own integers
 date64, time64(us/ns)                             int64, their own integers
 halffloat (float16)                               float32 (every value, NaN and -0.0 kept)
+null (all rows null: an all-None column)         int8, every row null
 list, large_list, fixed_size_list, struct, map    large_binary, one canonical byte string
 of any of these, nested to any depth              per row (:mod:`.nested`)
 ===============================================  ==============================
@@ -59,6 +60,8 @@ def held_as(name: str | None, type_: pa.DataType) -> pa.DataType | None:
     if nested.is_nested(type_):
         nested.check(name, type_)
         return pa.large_binary()
+    if pa.types.is_null(type_):
+        return pa.int8()
     return scalar_held(type_)
 
 
@@ -126,6 +129,8 @@ def restore_column(column: pa.ChunkedArray, type_: pa.DataType) -> pa.ChunkedArr
     """A column held as ``held_as(type_)`` back as logical ``type_``."""
     if nested.is_nested(type_):
         return restore_nested(column, type_)
+    if pa.types.is_null(type_):  # Arrow casts nothing to null; every row was null anyway
+        return pa.nulls(len(column))
     if not pa.types.is_dictionary(type_):
         return column.cast(type_)
     values = restore_column(column, type_.value_type)

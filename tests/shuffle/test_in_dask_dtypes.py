@@ -377,3 +377,19 @@ def test_a_sliced_struct_with_null_fields_is_carried_without_a_cast():
     held = pa.array(_carry_logical(series, pd.ArrowDtype(type_)))
     back = restore_column(pa.chunked_array([held]), type_)
     assert back.to_pylist() == sliced.to_pylist()
+
+
+def test_an_all_null_arrow_column_comes_back_null_typed(dask_cluster, seen):
+    """``pd.ArrowDtype(pa.null())``, what an all-None column read with the Arrow backend is:
+    it was 'unsupported type null' (issue 26); now carried as an all-null int8."""
+    _, client = dask_cluster
+    pdf = pd.DataFrame(
+        {"k": np.arange(40) % 7, "n": pd.Series([None] * 40, dtype=pd.ArrowDtype(pa.null()))}
+    )
+    with in_dask.device_shuffle(client):
+        parts = _partitions(client, dd.from_pandas(pdf, npartitions=3).shuffle("k", npartitions=4))
+    assert len(seen.barriers) == 1, seen.barriers
+    assert all(p["n"].dtype == pd.ArrowDtype(pa.null()) for p in parts), [p["n"].dtype for p in parts]
+    got = pd.concat(parts).sort_index()
+    pd.testing.assert_frame_equal(got, pdf)
+    _wait_no_tasks(client)

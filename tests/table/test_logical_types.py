@@ -94,3 +94,19 @@ def test_shuffle_inputs_that_differ_only_in_a_logical_type_are_refused():
     with pytest.raises(SchemaMismatchError, match=r"input 0 has \(d: date32\[day\]\), input 1 has \(d: int32\)"):
         check_schemas(described, ["d"])
     assert check_schemas(described[:1], ["d"]).equals(dates.schema, check_metadata=True)
+
+
+def test_a_null_typed_column_round_trips_as_key_and_payload():
+    """What pyarrow infers for an object column holding only None (issue 26: it was
+    'unsupported type null'): held as an all-null int8, restored as null."""
+    data = pa.table({"n": pa.nulls(4), "k": pa.array([1, 2, 1, 3], pa.int64())})
+    table = Table.from_arrow(data, DEV)
+    assert table.to_arrow().equals(data)
+    assert table.slice(1, 3).to_arrow().equals(data.slice(1, 2))  # Table.slice: start, stop
+    from reference_impl.table.partition import partition_table
+
+    parts = partition_table(table, ["n"], 3)
+    assert sum(p.num_rows for p in parts) == 4 and sum(p.num_rows > 0 for p in parts) == 1, (
+        "equal (null) keys in one output"
+    )
+    assert all(p.to_arrow().schema.field("n").type == pa.null() for p in parts)
