@@ -17,7 +17,7 @@ SUPPORTED = (
     "supported: bool, int8-int64, uint8-uint64, float32, float64, timestamp/datetime64 and "
     "duration/timedelta64 in s, ms, us or ns, utf8 (string), large_utf8 (large_string), "
     "binary and large_binary; held as one of those: unordered dictionaries, decimals, "
-    "date32/64, time32/64, halffloat, and lists, large lists, fixed-size lists, structs and "
+    "date32/64, time32/64, halffloat, null, and lists, large lists, fixed-size lists, structs and "
     "maps of any of these (no dictionary inside)"
 )
 
