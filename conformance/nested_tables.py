@@ -13,7 +13,7 @@ from __future__ import annotations
 import pyarrow as pa
 from hypothesis import strategies as st
 
-from .tables import CUTS, HARD_COLUMN, ROW_ID, ShuffleCase, cut, values_of
+from .tables import HARD_COLUMN, ROW_ID, ShuffleCase, cut, draw_inputs, values_of
 
 # Leaves, by the name ``tables.values_of`` draws values for.
 LEAF_TYPES: dict[str, pa.DataType] = {
@@ -96,13 +96,7 @@ def nested_cases(draw, *, max_rows: int = 30, max_inputs: int = 3) -> ShuffleCas
             ROW_ID: pa.array(range(n), pa.int64()),
         }
     )
-    n_inputs = draw(st.integers(1, max_inputs))
-    cuts = sorted(draw(st.lists(st.integers(0, n), min_size=n_inputs - 1, max_size=n_inputs - 1)))
-    bounds = [0, *cuts, n]
-    tables = tuple(
-        cut(whole.slice(a, b - a), draw(st.sampled_from(CUTS)), draw(st.integers(2, 3)))
-        for a, b in zip(bounds, bounds[1:], strict=False)
-    )
+    tables = draw_inputs(draw, whole, max_inputs, max_pieces=3)
     npartitions = draw(st.integers(1, max(1, n) + 2))
     return ShuffleCase(tables, ("k0",), npartitions)
 

@@ -165,6 +165,19 @@ def cut(table: pa.Table, how: str, pieces: int) -> pa.Table:
     return table
 
 
+def draw_inputs(draw, whole: pa.Table, max_inputs: int, max_pieces: int = 4) -> tuple:
+    """``whole`` cut into 1..``max_inputs`` uneven inputs (empty ones included), each a
+    slice, chunked or one chunk (:func:`cut`)."""
+    n = whole.num_rows
+    n_inputs = draw(st.integers(1, max_inputs))
+    cuts = sorted(draw(st.lists(st.integers(0, n), min_size=n_inputs - 1, max_size=n_inputs - 1)))
+    bounds = [0, *cuts, n]
+    return tuple(
+        cut(whole.slice(a, b - a), draw(st.sampled_from(CUTS)), draw(st.integers(2, max_pieces)))
+        for a, b in zip(bounds, bounds[1:], strict=False)
+    )
+
+
 def _column(draw, type_name: str, n: int, nulls: bool, skew: bool) -> list:
     values = values_of(type_name)
     if skew:  # one value holds most rows
@@ -205,13 +218,7 @@ def shuffle_cases(
         columns[f"p{i}"] = arrow_array(data, ALL_TYPES[t])
     columns[ROW_ID] = pa.array(range(n), type=pa.int64())
     whole = pa.table(columns)
-    n_inputs = draw(st.integers(1, max_inputs))
-    cuts = sorted(draw(st.lists(st.integers(0, n), min_size=n_inputs - 1, max_size=n_inputs - 1)))
-    bounds = [0, *cuts, n]
-    tables = tuple(
-        cut(whole.slice(a, b - a), draw(st.sampled_from(CUTS)), draw(st.integers(2, 4)))
-        for a, b in zip(bounds, bounds[1:], strict=False)
-    )
+    tables = draw_inputs(draw, whole, max_inputs)
     npartitions = draw(st.integers(1, max(1, n) + 3) | st.sampled_from([1, 2, n + 5]))
     return ShuffleCase(tables, tuple(on), npartitions)
 
