@@ -374,24 +374,21 @@ def test_finalizers_on_other_threads_do_not_deadlock(harness, conformance_profil
     h.check(keys)
 
 
-@conformance_id("STORE-THREAD-006", clause=("7.5", "12.1", "12.4"))
-@requires("store", "store.external", "store.threadsafe")
-def test_hammer_with_externals_on_every_thread(harness, conformance_profile):
-    """Every thread mixes set, get and delete of its own keys with register_external, handing
-    its externals to the other threads, which drop them (some in reference cycles broken by
-    gc.collect() on that thread). Once the threads stop: no drift between the ledger and
-    inspect, and with every external dropped and every key deleted, nothing is left."""
+def _externals_workload(h, n_ops: int, seed: int):
+    """Per-thread bodies mixing set, get and delete of the thread's own keys with
+    register_external, each thread handing its externals to the next, which drops them
+    (some in reference cycles broken by gc.collect() on that thread). Returns the bodies,
+    the per-thread models of what each stored, and the hand-off queues."""
     import gc
     import queue
 
-    h, s = harness, harness.store
-    n_ops = _ops_per_thread(conformance_profile) // 2
+    s = h.store
     handoff: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in range(N_THREADS)]
     models: list[dict] = [{} for _ in range(N_THREADS)]
     counts = {"registered": 0, "dropped": 0}
 
     def worker(t):
-        rng = random.Random(600 + t)
+        rng = random.Random(seed * 1000 + 600 + t)
         model = models[t]
 
         def run():
@@ -428,25 +425,68 @@ def test_hammer_with_externals_on_every_thread(harness, conformance_profile):
 
         return run
 
-    _run_threads([worker(t) for t in range(N_THREADS)])
+    return [worker(t) for t in range(N_THREADS)], models, handoff, counts
+
+
+def _check_externals_settle(h, models, handoff, counts, what: str) -> None:
+    """Once the threads stop: no drift between the ledger and inspect; every value reads
+    back; with every external dropped and every key deleted, nothing is left."""
+    import gc
+
+    s = h.store
     keys = {k for m in models for k in m}
     gc.collect()
     h.check(keys)  # externals still held in the queues: ledger == inspect, limits hold
     for q in handoff:
         while not q.empty():
             q.get_nowait()
-    del q
     gc.collect()
     h.check(keys)
     for m in models:
         for k, (seed, n) in m.items():
-            assert value_digest(h.device, s[k]) == seed_digest(seed, n)
+            assert value_digest(h.device, s[k]) == seed_digest(seed, n), f"{k} changed ({what})"
     for k in keys:
         del s[k]
     gc.collect()
     snap = h.check(set())
     assert (snap.device_bytes, snap.host_bytes, snap.disk_bytes) == (0, 0, 0), (
-        f"every external dropped and every key deleted, yet the store still counts {snap} "
-        f"({counts})"
+        f"{what}: every external dropped and every key deleted, yet the store still counts "
+        f"{snap} ({counts})"
     )
-    assert h.ledger() == 0, f"{h.ledger():,} device bytes still in use ({counts})"
+    assert h.ledger() == 0, f"{what}: {h.ledger():,} device bytes still in use ({counts})"
+
+
+SCHEDULED_SEEDS = {"ci": 3, "nightly": 10, "stress": 50}
+SCHEDULED_OPS = 40  # per thread: under the scheduler every line is a switch point
+
+
+@conformance_id("STORE-THREAD-006", clause=("7.5", "12.1", "12.4"))
+@requires("store", "store.external", "store.threadsafe")
+def test_hammer_with_externals_on_every_thread(make_store, conformance_profile):
+    """Every thread mixes set, get and delete of its own keys with register_external and
+    drops the externals another thread registered. First under the seeded scheduler
+    (:mod:`conformance.scheduler`: any Python line may hand the turn to another thread, so a
+    race window a few lines wide is entered by a seed, not by the machine's load), then
+    freely with a short switch interval (real parallel timing). After each run: no drift,
+    every value reads back, and nothing is left once everything is dropped."""
+    from conformance.scheduler import run_scheduled
+
+    for seed in range(SCHEDULED_SEEDS[conformance_profile]):
+        h = make_store()
+        targets, models, handoff, counts = _externals_workload(h, SCHEDULED_OPS, seed)
+        run = run_scheduled(targets, seed, deadline=DEADLINE_S)
+        what = f"scheduled seed {seed} ({run.switches} switches)"
+        if run.stuck:
+            h.closed = True  # the stuck threads may hold the store's lock: leak it
+            pytest.fail(f"{what}: deadlock, {run.stuck} still running", pytrace=False)
+        if run.errors:
+            raise AssertionError(f"{what}: a thread raised {run.errors[0]!r}") from run.errors[0]
+        assert run.switches, f"{what}: the scheduler never switched threads (not exercised)"
+        _check_externals_settle(h, models, handoff, counts, what)
+
+    h = make_store()
+    targets, models, handoff, counts = _externals_workload(
+        h, _ops_per_thread(conformance_profile) // 2, seed=0
+    )
+    _run_threads(targets)
+    _check_externals_settle(h, models, handoff, counts, "free-running threads")
