@@ -393,3 +393,40 @@ def test_an_all_null_arrow_column_comes_back_null_typed(dask_cluster, seen):
     got = pd.concat(parts).sort_index()
     pd.testing.assert_frame_equal(got, pdf)
     _wait_no_tasks(client)
+
+
+def test_the_cast_error_names_the_failing_column_past_columns_with_nan_that_cast(dask_cluster):
+    """pandas marks missing values with NaN: in an object column of strings (read_csv), and
+    in a float partition of a column meta says is int64 (which comes back float64, P2P's
+    rule). Both cast, so the diagnosis must pass over them and name the column that does
+    not."""
+    _, client = dask_cluster
+    meta = pd.DataFrame({
+        "k": pd.Series([], dtype="int64"),
+        "s": pd.Series([], dtype=object),
+        "n": pd.Series([], dtype="int64"),
+        "o": pd.Series([], dtype="float64"),
+    })
+    part = pd.DataFrame(
+        {"k": [1, 2, 3], "s": ["a", np.nan, "c"], "n": [1.0, np.nan, 3.0], "o": ["x", "y", "z"]}
+    )
+    with dask.config.set({"dataframe.convert-string": False}):
+        ddf = dd.from_delayed([dask.delayed(part)], meta=meta, verify_meta=False)
+        with in_dask.device_shuffle(client), pytest.raises(TypeError) as info:
+            ddf.shuffle("k", npartitions=2).compute()
+    assert str(info.value).startswith(
+        f"input partition 0: column 'o' has dtype {part['o'].dtype}, which cannot be cast to "
+        "meta's double"
+    )
+    _wait_no_tasks(client)
+    assert_clean(client)
+
+
+@pytest.mark.parametrize(("name", "named"), [(None, "index"), ("when", "index 'when'")])
+def test_an_index_arrow_cannot_hold_is_named_as_the_index(dask_cluster, name, named):
+    _, client = dask_cluster
+    pdf = pd.DataFrame({"k": [1, 2, 3]}, index=pd.Index([1 + 1j, 2, 3], name=name))
+    with in_dask.device_shuffle(client), pytest.raises(TypeError) as info:
+        dd.from_pandas(pdf, npartitions=1).shuffle("k", npartitions=2).compute()
+    assert str(info.value).startswith(f"{named} has dtype complex128, which Arrow cannot hold")
+    assert _scheduler_tasks(client) == 0

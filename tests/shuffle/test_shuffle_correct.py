@@ -271,3 +271,16 @@ def test_shuffle_dataframe_round_trip(client):
     for i, p in enumerate(parts):
         for k in p["k"]:
             assert homes.setdefault(k, i) == i
+
+
+def test_shuffle_dataframe_without_a_client_uses_the_default_one(client):
+    import dask.dataframe as dd
+    import pandas as pd
+
+    from reference_impl.shuffle import shuffle_dataframe
+
+    assert distributed.default_client() is client
+    df = pd.DataFrame({"k": np.arange(60) % 7, "v": np.arange(60.0)})
+    out = shuffle_dataframe(dd.from_pandas(df, npartitions=3), "k", 2)
+    got = out.compute().sort_index()
+    pd.testing.assert_frame_equal(got, df)
