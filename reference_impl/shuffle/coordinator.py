@@ -196,6 +196,15 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
             return {"status": "failed", "reason": exc.reason, "phase": exc.phase, "worker": exc.worker}
         return None
 
+    def valid_workers_downscaling(self, scheduler: Any, workers: list[Any]) -> list[Any]:
+        """``workers_to_close`` (adaptive scaling, ``retire_workers``) spares the workers of
+        every run in progress: closing one would restart that shuffle (P2P's rule too)."""
+        busy: set[str] = set()
+        for shuffle in self.active.values():
+            if shuffle.run is not None:
+                busy |= shuffle.run.workers
+        return [ws for ws in workers if ws.address not in busy]
+
     # --- runs -------------------------------------------------------------------------
     def _start_run(self, shuffle: ShuffleRecord) -> None:
         tasks = self.scheduler.tasks

@@ -358,3 +358,41 @@ def test_equal_numeric_keys_of_different_dtypes_meet_in_a_join(dask_cluster, see
     want = left.merge(right, on="k")
     assert len(got) == len(want) == 400
     pd.testing.assert_frame_equal(got.sort_values("a").reset_index(drop=True), want.sort_values("a").reset_index(drop=True))
+
+
+def _held_input(i: int) -> pd.DataFrame:
+    if i == 1:  # the shuffle's run starts with input 0 and waits here for input 1
+        assert distributed.Event("hold-input-1").wait(timeout=60), "never released"
+    return pd.DataFrame({"k": np.arange(i * 50, i * 50 + 50), "v": np.full(50, float(i))})
+
+
+def test_workers_to_close_spares_the_workers_of_a_running_shuffle(dask_cluster, seen):
+    """Adaptive scaling and retire_workers ask ``workers_to_close``: a worker of a run in
+    progress is not offered (closing it would restart the shuffle), and is again once the
+    shuffle is done."""
+    c, client = dask_cluster
+    scheduler = c.scheduler
+    coordinator = scheduler.plugins["device-shuffle-coordinator"]
+    assert len(scheduler.workers_to_close(n=2)) == 2
+    meta = _held_input(0).iloc[:0]
+    ddf = dd.from_delayed([dask.delayed(_held_input)(i) for i in range(2)], meta=meta)
+    with in_dask.device_shuffle(client):
+        future = client.compute(ddf.shuffle("k", npartitions=2))
+    try:
+        deadline = time.monotonic() + 30
+        while not any(s.run is not None for s in coordinator.active.values()):
+            assert time.monotonic() < deadline, "the shuffle's run never started"
+            time.sleep(0.02)
+        assert scheduler.workers_to_close(n=2) == []
+    finally:
+        distributed.Event("hold-input-1", client=client).set()
+    got = future.result(timeout=60)
+    assert sorted(got["k"]) == list(range(100))
+    assert len(seen.barriers) == 1
+    deadline = time.monotonic() + 30
+    while coordinator.active:
+        assert time.monotonic() < deadline, "the shuffle stayed active after its result"
+        time.sleep(0.02)
+    assert len(scheduler.workers_to_close(n=2)) == 2
+    del future
+    _wait_no_tasks(client)
