@@ -16,6 +16,7 @@ blocks reaches it.
 
 from __future__ import annotations
 
+import gc
 import random
 import sys
 import threading
@@ -40,12 +41,23 @@ class Schedule:
 
 
 class _Turns:
-    """Whose turn it is. Nobody runs until every thread has arrived at its first point."""
+    """Whose turn it is. Nobody runs until every thread has arrived at its first point.
+
+    A thread waits for its turn on its own baton (a lock the thread whose turn ends
+    releases), never inside the scheduler's critical section. That section holds ``_mu``
+    with the garbage collector off: a collection there could run a finalizer that takes an
+    implementation's lock, held by a thread blocked on ``_mu`` (a lock-order inversion the
+    scheduler itself would add).
+    """
 
     def __init__(self, n: int, seed: int, switch_p: float) -> None:
         self.rng = random.Random(seed)
         self.switch_p = switch_p
-        self.cv = threading.Condition(threading.Lock())
+        self._mu = threading.Lock()
+        self._gc = gc.isenabled()
+        self._batons = [threading.Lock() for _ in range(n)]
+        for baton in self._batons:
+            baton.acquire()  # released once per turn handed to its thread
         self.running: int | None = None
         self.waiting: set[int] = set()
         self.done: set[int] = set()
@@ -54,6 +66,16 @@ class _Turns:
         self.last = time.monotonic()
         self.stats = Schedule(seed)
 
+    def _enter(self) -> None:
+        self._mu.acquire()
+        if self._gc:
+            gc.disable()  # nothing between these two allocates: no collection under _mu
+
+    def _exit(self) -> None:
+        if self._gc:
+            gc.enable()
+        self._mu.release()
+
     def _hand_on(self, me: int | None) -> None:
         """Give the turn to a waiting thread other than ``me`` (none waits: nothing changes)."""
         candidates = sorted(self.waiting - {me})
@@ -61,10 +83,11 @@ class _Turns:
             self.running = self.rng.choice(candidates)
             self.waiting.discard(self.running)
             self.stats.switches += 1
-            self.cv.notify_all()
+            self._batons[self.running].release()
 
     def point(self, me: int) -> None:
-        with self.cv:
+        self._enter()
+        try:
             self.last = time.monotonic()
             self.stats.points += 1
             if self.running == me:
@@ -81,27 +104,35 @@ class _Turns:
                     self.started = True
                 if self.started and self.running is None:
                     self._hand_on(None)
-            self.cv.wait_for(lambda: self.running == me)
-            self.last = time.monotonic()
+        finally:
+            self._exit()
+        self._batons[me].acquire()  # until a thread hands this one the turn
+        self.last = time.monotonic()
 
     def finish(self, me: int) -> None:
-        with self.cv:
+        self._enter()
+        try:
             self.done.add(me)
             self.waiting.discard(me)
             if self.running == me:
                 self.running = None
                 self._hand_on(None)
+        finally:
+            self._exit()
 
     def watch(self, stop: threading.Event) -> None:
         """Pass the turn on when its holder has executed no line for STALL_S."""
         while not stop.wait(STALL_S / 2):
-            with self.cv:
+            self._enter()
+            try:
                 stalled = time.monotonic() - self.last > STALL_S
                 if self.started and self.running is not None and self.waiting and stalled:
                     self.stats.stalls += 1
                     self.running = None
                     self._hand_on(None)
                     self.last = time.monotonic()
+            finally:
+                self._exit()
 
 
 def run_scheduled(
@@ -158,6 +189,6 @@ def run_scheduled(
     for t in threads:
         t.join(max(0.0, end - time.monotonic()))
     stop.set()
-    watcher.join()
+    watcher.join(5.0)  # a daemon: never let it hold the caller
     turns.stats.stuck = [t.name for t in threads if t.is_alive()]
     return turns.stats

@@ -89,3 +89,38 @@ def test_errors_and_deadlocks_are_reported_not_swallowed():
     run = run_scheduled([forever.wait, lambda: None], seed=0, deadline=1)
     forever.set()
     assert run.stuck == ["scheduled-0"]
+
+
+def test_a_collection_never_runs_inside_the_scheduler():
+    """Finalizers that take an implementation's lock run at any collection. Were one to run
+    inside the scheduler's own critical section, a thread holding that lock and waiting to
+    enter the section would deadlock with it (the run came back stuck under load before
+    the section turned the collector off)."""
+    import gc
+
+    held = threading.RLock()
+
+    class Node:
+        def __init__(self):
+            self.cycle = self
+
+        def __del__(self):
+            with held:
+                pass
+
+    def body():
+        for _ in range(300):
+            with held:
+                for _ in range(20):
+                    Node()
+            Node()
+
+    old = gc.get_threshold()
+    gc.set_threshold(50)  # a collection every few dozen allocations
+    try:
+        for seed in range(3):
+            run = run_scheduled([body, body, body], seed, switch_p=0.3, deadline=30)
+            assert not run.stuck, f"seed {seed}: {run.stuck} deadlocked"
+            assert not run.errors
+    finally:
+        gc.set_threshold(*old)
