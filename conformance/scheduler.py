@@ -63,6 +63,7 @@ class _Turns:
         self.done: set[int] = set()
         self.n = n
         self.started = False
+        self.stopping = False
         self.last = time.monotonic()
         self.stats = Schedule(seed)
 
@@ -120,9 +121,14 @@ class _Turns:
         finally:
             self._exit()
 
-    def watch(self, stop: threading.Event) -> None:
-        """Pass the turn on when its holder has executed no line for STALL_S."""
-        while not stop.wait(STALL_S / 2):
+    def watch(self) -> None:
+        """Pass the turn on when its holder has executed no line for STALL_S.
+
+        Its loop allocates nothing the collector tracks (a sleep and a flag, no Event), so
+        no collection, and no finalizer of the implementation's, ever runs on this thread:
+        one that blocked here on an implementation's lock would stop every hand-off."""
+        while not self.stopping:
+            time.sleep(STALL_S / 2)
             self._enter()
             try:
                 stalled = time.monotonic() - self.last > STALL_S
@@ -176,8 +182,7 @@ def run_scheduled(
 
         return run
 
-    stop = threading.Event()
-    watcher = threading.Thread(target=turns.watch, args=(stop,), daemon=True)
+    watcher = threading.Thread(target=turns.watch, daemon=True)
     threads = [
         threading.Thread(target=body(i, fn), daemon=True, name=f"scheduled-{i}")
         for i, fn in enumerate(targets)
@@ -188,7 +193,7 @@ def run_scheduled(
     end = time.monotonic() + deadline
     for t in threads:
         t.join(max(0.0, end - time.monotonic()))
-    stop.set()
+    turns.stopping = True
     watcher.join(5.0)  # a daemon: never let it hold the caller
     turns.stats.stuck = [t.name for t in threads if t.is_alive()]
     return turns.stats
