@@ -204,13 +204,27 @@ def _reconciled(values: pd.Series, want: Any, name: Any) -> pd.Series:
             ) from None
 
 
+def _arrow_backed(meta: Any, schema: pa.Schema) -> Any:
+    """``to_pandas``'s types_mapper: an Arrow type that only columns meta holds as
+    ``pd.ArrowDtype`` have stays Arrow (the column wraps the output's buffers), instead of
+    becoming numpy and being cast back: two more copies of the output in host memory, with
+    ``dtype_backend="pyarrow"``. A type some numpy column has too converts as before."""
+    dtype_of = {str(name): meta[name].dtype for name in meta.columns}
+    arrow, other = set(), set()
+    for field in schema:
+        dtype = dtype_of.get(field.name, meta.index.dtype)  # the rest: the index
+        (arrow if isinstance(dtype, pd.ArrowDtype) else other).add(field.type)
+    wanted = arrow - other
+    return (lambda type_: pd.ArrowDtype(type_) if type_ in wanted else None) if wanted else None
+
+
 def to_frame(table: Any, meta: Any) -> Any:
     """Task: an output Table as a frame with ``meta``'s columns, index and dtypes (the
     carried ones restored from their carriers)."""
     if _is_cudf(meta):
         return table.to_cudf()
     arrow = table.to_arrow()
-    out = arrow.to_pandas()
+    out = arrow.to_pandas(types_mapper=_arrow_backed(meta, arrow.schema))
     if list(out.columns) != list(meta.columns) and list(out.columns) == [str(c) for c in meta.columns]:
         out.columns = meta.columns  # labels that are not strings (ints, tuples...) as meta has them
     for name in meta.columns:
