@@ -430,3 +430,33 @@ def test_an_index_arrow_cannot_hold_is_named_as_the_index(dask_cluster, name, na
         dd.from_pandas(pdf, npartitions=1).shuffle("k", npartitions=2).compute()
     assert str(info.value).startswith(f"{named} has dtype complex128, which Arrow cannot hold")
     assert _scheduler_tasks(client) == 0
+
+
+def test_an_output_keeps_arrow_columns_arrow_and_a_type_numpy_columns_share_converts_as_before():
+    """``to_frame`` keeps Arrow types meta holds as ``pd.ArrowDtype`` as Arrow (no numpy round
+    trip); int64 is also a numpy column's type here, so it converts as before: with a null,
+    int64 meta comes back float64 (P2P's common-type rule), the Arrow one keeps its null."""
+    from reference_impl import Table
+    from reference_impl.device import SimDevice
+    from reference_impl.shuffle.frames import to_frame
+
+    data = pa.table({
+        "a": pa.array([1, None, 3], pa.int64()),
+        "b": pa.array([4, None, 6], pa.int64()),
+        "s": pa.array(["x", None, "z"]),
+        "f": pa.array([0.5, None, 1.5]),
+    })  # fmt: skip
+    meta = pd.DataFrame({
+        "a": pd.Series([], dtype=pd.ArrowDtype(pa.int64())),
+        "b": pd.Series([], dtype="int64"),
+        "s": pd.Series([], dtype=pd.ArrowDtype(pa.string())),
+        "f": pd.Series([], dtype=pd.ArrowDtype(pa.float64())),
+    })  # fmt: skip
+    out = to_frame(Table.from_arrow(data, SimDevice("1 MiB")), meta)
+    assert out.dtypes.to_dict() == {
+        "a": pd.ArrowDtype(pa.int64()), "b": np.dtype("float64"),
+        "s": pd.ArrowDtype(pa.string()), "f": pd.ArrowDtype(pa.float64()),
+    }  # fmt: skip
+    assert out["a"].isna().tolist() == [False, True, False]
+    assert out["s"].tolist()[::2] == ["x", "z"] and out["f"].isna().sum() == 1
+    assert np.isnan(out["b"][1]) and out["b"][2] == 6.0
