@@ -46,6 +46,10 @@ def _labelled(meta: Any) -> list[tuple[str | None, str, Any]]:
     if meta.index.nlevels == 1:
         name = meta.index.name
         out.append((None, "index" if name is None else f"index {name!r}", meta.index))
+    else:  # dask holds no MultiIndex itself, but a from_delayed meta can have one
+        for i, name in enumerate(meta.index.names):
+            label = f"index level {i}" if name is None else f"index level {name!r}"
+            out.append((None, label, meta.index.get_level_values(i)))
     return out
 
 
@@ -65,6 +69,11 @@ def check_frame_schema(meta: Any, *, carriers: bool = False) -> None:
         )
     for name, label, values in _labelled(meta):
         carrier = carrier_for(values.dtype) if carriers else None
+        if carrier is not None and label.startswith("index level"):
+            raise TypeError(
+                f"{label} has dtype {values.dtype}, which the shuffle carries only as a "
+                "column or a single index: reset_index() first"
+            )
         if carrier is not None:
             reason = carrier.refuse(values.dtype)
             if reason:

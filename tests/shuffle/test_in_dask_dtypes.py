@@ -460,3 +460,31 @@ def test_an_output_keeps_arrow_columns_arrow_and_a_type_numpy_columns_share_conv
     assert out["a"].isna().tolist() == [False, True, False]
     assert out["s"].tolist()[::2] == ["x", "z"] and out["f"].isna().sum() == 1
     assert np.isnan(out["b"][1]) and out["b"][2] == 6.0
+
+
+def test_a_multiindex_from_delayed_meta_round_trips_and_its_levels_are_checked(dask_cluster, seen):
+    """dask holds no MultiIndex itself (from_pandas refuses one), but a from_delayed meta can
+    have one: its levels come back, and a level the shuffle cannot hold or carry is named
+    before anything is submitted."""
+    _, client = dask_cluster
+    part = pd.DataFrame(
+        {"a": [1, 2, 3, 4], "b": ["x", "y", "z", "w"], "k": [1, 2, 3, 4], "v": [0.5, 1.5, 2.5, 3.5]}
+    ).set_index(["a", "b"])
+    ddf = dd.from_delayed([dask.delayed(part)], meta=part.iloc[:0], verify_meta=False)
+    with in_dask.device_shuffle(client):
+        got = ddf.shuffle("k", npartitions=2).compute()
+    pd.testing.assert_frame_equal(got.sort_values("k"), part)
+    assert len(seen.barriers) == 1
+
+    for dtype, why in [
+        ("complex128", "which Arrow cannot hold"),
+        ("category", "which the shuffle carries only as a column or a single index"),
+    ]:
+        bad = part.reset_index()
+        bad["b"] = np.arange(4) * 1j if dtype == "complex128" else bad["b"].astype("category")
+        bad = bad.set_index(["a", "b"])
+        ddf = dd.from_delayed([dask.delayed(bad)], meta=bad.iloc[:0], verify_meta=False)
+        with in_dask.device_shuffle(client), pytest.raises(TypeError) as info:
+            ddf.shuffle("k", npartitions=2).compute()
+        assert str(info.value).startswith(f"index level 'b' has dtype {dtype}, {why}")
+    assert _scheduler_tasks(client) == 0
