@@ -23,6 +23,7 @@ from typing import Any
 
 import dask
 import distributed
+import pandas as pd
 import pyarrow as pa
 from dask._task_spec import Alias, Task, TaskRef
 from dask.dataframe.dask_expr._shuffle import Shuffle, SimpleShuffle
@@ -99,6 +100,25 @@ def install_lowering() -> None:
     _original_lower = original
 
 
+def _check_hashable_keys(keys: Any, meta: Any) -> None:
+    """dask computes each row's output by hashing its keys with pandas, which cannot hash
+    list, struct or map values: say so naming the column, before anything is submitted,
+    instead of pandas' "unhashable type" from inside a task (dask's tasks and P2P shuffles
+    fail that way too; the eager ``shuffle_dataframe`` hashes nested keys itself)."""
+    nested = (pa.types.is_list, pa.types.is_large_list, pa.types.is_fixed_size_list,
+              pa.types.is_struct, pa.types.is_map)  # fmt: skip
+    for key in keys if isinstance(keys, list) else [keys]:
+        try:
+            dtype = meta[key].dtype if key in meta.columns else None
+        except TypeError:  # an unhashable key (a Series, an expression): dask's to judge
+            continue
+        if isinstance(dtype, pd.ArrowDtype) and any(f(dtype.pyarrow_dtype) for f in nested):
+            raise TypeError(
+                f"column {key!r} has dtype {dtype}: dask hashes shuffle keys with pandas, which "
+                "cannot hash list, struct or map values; shuffle by a flat column made from it"
+            )
+
+
 def _lowered(expr: Any) -> Any:
     """``expr`` (a dask-expr Shuffle) as a DeviceShuffle, its frame checked here, on the
     client, before anything is submitted (carried dtypes allowed: :mod:`.carriers`)."""
@@ -113,6 +133,7 @@ def _lowered(expr: Any) -> Any:
             f"not a partitioning index of {index!r}"
         )
     check_frame_schema(meta, carriers=True)
+    _check_hashable_keys(expr.original_partitioning_index, meta)
     options = {**(expr.options or {}), "max_restarts": max_restarts()}
     return DeviceShuffle(
         expr.frame,

@@ -488,3 +488,22 @@ def test_a_multiindex_from_delayed_meta_round_trips_and_its_levels_are_checked(d
             ddf.shuffle("k", npartitions=2).compute()
         assert str(info.value).startswith(f"index level 'b' has dtype {dtype}, {why}")
     assert _scheduler_tasks(client) == 0
+
+
+@pytest.mark.parametrize("type_", [pa.list_(pa.int64()), pa.struct([("a", pa.int64())])])
+def test_a_nested_key_is_refused_naming_the_column_before_anything_is_submitted(dask_cluster, type_):
+    """dask hashes shuffle keys with pandas, which cannot hash lists or structs (its tasks
+    shuffle fails inside a task with "unhashable type"); the device method says so first."""
+    _, client = dask_cluster
+    values = [[1], [2, 3], None, [1]] if pa.types.is_list(type_) else [{"a": 1}, {"a": 2}, None, {"a": 1}]
+    pdf = pd.DataFrame({"n": pd.Series(values, dtype=pd.ArrowDtype(type_)), "v": [1, 2, 3, 4]})
+    with in_dask.device_shuffle(client), pytest.raises(TypeError) as info:
+        dd.from_pandas(pdf, npartitions=2).shuffle("n", npartitions=2).compute()
+    assert str(info.value) == (
+        f"column 'n' has dtype {pdf['n'].dtype}: dask hashes shuffle keys with pandas, which "
+        "cannot hash list, struct or map values; shuffle by a flat column made from it"
+    )
+    assert _scheduler_tasks(client) == 0
+    with in_dask.device_shuffle(client):  # as payload it travels
+        got = dd.from_pandas(pdf, npartitions=2).shuffle("v", npartitions=2).compute()
+    assert got.sort_values("v")["n"].tolist() == pdf["n"].tolist()
