@@ -481,7 +481,8 @@ def test_hammer_with_externals_on_every_thread(make_store, conformance_profile):
             pytest.fail(f"{what}: deadlock, {run.stuck} still running", pytrace=False)
         if run.errors:
             raise AssertionError(f"{what}: a thread raised {run.errors[0]!r}") from run.errors[0]
-        assert run.switches, f"{what}: the scheduler never switched threads (not exercised)"
+        if not run.switches:
+            not_exercised(f"{what}: the scheduler never switched threads")
         _check_externals_settle(h, models, handoff, counts, what)
 
     h = make_store()

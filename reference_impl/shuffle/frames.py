@@ -40,16 +40,17 @@ def _is_cudf(frame: Any) -> bool:
     return type(frame).__module__.startswith("cudf")
 
 
-def _labelled(meta: Any) -> list[tuple[str | None, str, Any]]:
-    """``meta``'s columns and (single) index as (column name, how errors name it, values)."""
-    out = [(str(name), f"column {name!r}", meta[name]) for name in meta.columns]
+def _labelled(meta: Any) -> list[tuple[str | None, str, Any, bool]]:
+    """``meta``'s columns and index levels as (column name, how errors name it, values,
+    whether a carrier may move it: not a level of a MultiIndex, which ``_carried`` leaves)."""
+    out = [(str(name), f"column {name!r}", meta[name], True) for name in meta.columns]
     if meta.index.nlevels == 1:
         name = meta.index.name
-        out.append((None, "index" if name is None else f"index {name!r}", meta.index))
+        out.append((None, "index" if name is None else f"index {name!r}", meta.index, True))
     else:  # dask holds no MultiIndex itself, but a from_delayed meta can have one
         for i, name in enumerate(meta.index.names):
             label = f"index level {i}" if name is None else f"index level {name!r}"
-            out.append((None, label, meta.index.get_level_values(i)))
+            out.append((None, label, meta.index.get_level_values(i), False))
     return out
 
 
@@ -67,9 +68,9 @@ def check_frame_schema(meta: Any, *, carriers: bool = False) -> None:
             f"column labels {[c for c in meta.columns if str(c) in clashing]!r} are one name "
             "once made strings (Arrow names fields by str(label)): rename one of them"
         )
-    for name, label, values in _labelled(meta):
+    for name, label, values, carriable in _labelled(meta):
         carrier = carrier_for(values.dtype) if carriers else None
-        if carrier is not None and label.startswith("index level"):
+        if carrier is not None and not carriable:
             raise TypeError(
                 f"{label} has dtype {values.dtype}, which the shuffle carries only as a "
                 "column or a single index: reset_index() first"

@@ -105,14 +105,14 @@ def _check_hashable_keys(keys: Any, meta: Any) -> None:
     list, struct or map values: say so naming the column, before anything is submitted,
     instead of pandas' "unhashable type" from inside a task (dask's tasks and P2P shuffles
     fail that way too; the eager ``shuffle_dataframe`` hashes nested keys itself)."""
-    nested = (pa.types.is_list, pa.types.is_large_list, pa.types.is_fixed_size_list,
-              pa.types.is_struct, pa.types.is_map)  # fmt: skip
+    from reference_impl.table.nested import is_nested
+
     for key in keys if isinstance(keys, list) else [keys]:
         try:
             dtype = meta[key].dtype if key in meta.columns else None
         except TypeError:  # an unhashable key (a Series, an expression): dask's to judge
             continue
-        if isinstance(dtype, pd.ArrowDtype) and any(f(dtype.pyarrow_dtype) for f in nested):
+        if isinstance(dtype, pd.ArrowDtype) and is_nested(dtype.pyarrow_dtype):
             raise TypeError(
                 f"column {key!r} has dtype {dtype}: dask hashes shuffle keys with pandas, which "
                 "cannot hash list, struct or map values; shuffle by a flat column made from it"
