@@ -6,19 +6,17 @@ Exit status: 0 no violation; 1 a violation (each named in the last lines and the
 
 from __future__ import annotations
 
-import _thread
 import argparse
 import shutil
-import signal
 import sys
 import tempfile
-import threading
 import time
 import traceback
 from pathlib import Path
 
 from . import SCENARIO_NAMES, report
 from .impls import load, registered
+from .interrupt import Interrupt
 from .progress import Progress
 from .record import RunRecord
 from .settings import Settings, UsageError, check, size
@@ -104,28 +102,6 @@ def configure(argv: list[str] | None) -> Settings:
     return s
 
 
-class _Interrupt:
-    """SIGINT as KeyboardInterrupt in the main thread, raised again each second until the run
-    has taken it: one raised inside a gc callback or a ``__del__`` (distributed's GC diagnosis
-    runs one) is printed and dropped by Python, and the run would go on to its end."""
-
-    def __init__(self) -> None:
-        self.taken = threading.Event()
-        self._insisting = False
-
-    def __call__(self, signum, frame) -> None:
-        if self.taken.is_set():
-            return  # cleanup must not be interrupted in turn
-        if not self._insisting:
-            self._insisting = True
-            threading.Thread(target=self._insist, daemon=True).start()
-        raise KeyboardInterrupt
-
-    def _insist(self) -> None:
-        while not self.taken.wait(1.0):
-            _thread.interrupt_main()
-
-
 def _children_left(timeout: float = 20.0) -> list[int]:
     """Our child processes still alive after the clusters closed (killed, then named)."""
     import psutil
@@ -143,6 +119,7 @@ def _children_left(timeout: float = 20.0) -> list[int]:
             p.kill()
         except psutil.Error:
             pass
+    psutil.wait_procs(kids, timeout=10)  # a process being killed may still write to disk
     return [p.pid for p in kids]
 
 
@@ -170,30 +147,26 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="spill-", dir=root))
     record.settings["spill_dir"] = str(workdir)
     progress = Progress(settings.progress)
-    interrupt = _Interrupt()
-    previous = signal.signal(signal.SIGINT, interrupt)
-    try:
-        SCENARIOS[settings.scenario](settings, record, progress, impls, workdir)
-    except KeyboardInterrupt:
-        interrupt.taken.set()
-        record.interrupted = True
-    except UsageError as exc:
-        record.error = str(exc)
-    except Exception as exc:
-        record.error = f"{type(exc).__name__}: {exc}"
-        traceback.print_exc()
-    finally:
-        interrupt.taken.set()
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        progress.stop()
-        left = _children_left()
-        if left:
-            record.violate(f"worker processes left running after the run: pids {left}")
-        shutil.rmtree(workdir, ignore_errors=True)
-        if workdir.exists():
-            record.violate(f"spill directory {workdir} could not be removed")
-        report.write(record, settings.out)
-        signal.signal(signal.SIGINT, previous)
+    with Interrupt() as interrupt:
+        try:
+            SCENARIOS[settings.scenario](settings, record, progress, impls, workdir)
+        except KeyboardInterrupt:
+            record.interrupted = True
+        except UsageError as exc:
+            record.error = str(exc)
+        except Exception as exc:
+            record.error = f"{type(exc).__name__}: {exc}"
+            traceback.print_exc()
+        finally:
+            interrupt.taken.set()
+            progress.stop()
+            left = _children_left()
+            if left:
+                record.violate(f"worker processes left running after the run: pids {left}")
+            shutil.rmtree(workdir, ignore_errors=True)
+            if workdir.exists():
+                record.violate(f"spill directory {workdir} could not be removed")
+            report.write(record, settings.out)
     _print_end(record, settings.out)
     if record.interrupted:
         return 130
