@@ -355,3 +355,36 @@ def hard_type_case(name: str) -> ShuffleCase:
         hard = pa.array(values, type_)
     whole = pa.table({"k0": pa.array([1, 2, 3, 1], pa.int64()), HARD_COLUMN: hard, ROW_ID: pa.array(range(4), pa.int64())})
     return ShuffleCase((whole.slice(0, 2), whole.slice(2)), ("k0",), 2)
+
+
+# Clause 14.23: the pandas index a row carries, as ``pa.Table.from_pandas`` writes it
+INDEX_KINDS = ("int", "str", "repeated")
+
+
+def _index_labels(kind: str, row_ids: pa.ChunkedArray) -> pa.Array:
+    """A row's index label from its ``row_id``: unique ints, unique strings, or ints that
+    two rows share (pandas allows repeated labels; a label is not a row's identity)."""
+    ids = row_ids.to_pylist()
+    if kind == "int":
+        return pa.array([7 * i - 1000 for i in ids], pa.int64())
+    if kind == "str":
+        return pa.array([f"r{i}" for i in ids], pa.string())
+    return pa.array([i // 2 for i in ids], pa.int64())
+
+
+def with_index(case: ShuffleCase, kind: str, name: str | None) -> ShuffleCase:
+    """``case`` with a pandas index (``INDEX_KINDS``) named ``name``: one more column, the
+    last, and pandas' metadata naming it the index, as ``pa.Table.from_pandas`` writes them
+    (an unnamed index is the column ``__index_level_0__``)."""
+    import pandas as pd
+
+    labels = [_index_labels(kind, t.column(ROW_ID)) for t in case.tables]
+    empty = case.schema.empty_table().to_pandas(types_mapper=pd.ArrowDtype)
+    empty.index = pd.Index([], dtype=pd.ArrowDtype(labels[0].type), name=name)
+    metadata = pa.Schema.from_pandas(empty, preserve_index=True).metadata
+    column = name if name is not None else "__index_level_0__"
+    tables = tuple(
+        t.append_column(column, pa.chunked_array([a], a.type)).replace_schema_metadata(metadata)
+        for t, a in zip(case.tables, labels, strict=True)
+    )
+    return ShuffleCase(tables, case.on, case.npartitions)

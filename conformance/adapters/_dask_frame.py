@@ -3,11 +3,12 @@
 The inputs become a pandas-backed dask DataFrame, one partition per input table
 (``dd.from_delayed`` over futures that convert Arrow to pandas on the workers, with
 ``pd.ArrowDtype`` columns so that ints with nulls stay ints and strings, timestamps and
-durations survive; Arrow dictionaries as pandas categoricals, as dask users hold them). ``ddf.shuffle(on, npartitions=..., shuffle_method=..., force=True)``
-runs on ``env.client`` (never the default client), and each output partition comes back
-as Arrow with the inputs' schema, output ``i`` at index ``i``, streamed: fetched as soon as it
-is computed and released on the worker (one output at a time, never all of them in one
-request). The input tables never travel inside a task (``_spread.spread``).
+durations survive; Arrow dictionaries as pandas categoricals, as dask users hold them; the
+columns pandas' metadata names the index as the frame's index, as pandas converts them).
+``ddf.shuffle(on, npartitions=..., shuffle_method=..., force=True)`` runs on ``env.client``
+(never the default client), and each output partition comes back as Arrow with the inputs'
+schema, output ``i`` at index ``i``, streamed: fetched as soon as it is computed and released
+on the worker (one output at a time, never all of them in one request). The input tables never travel inside a task (``_spread.spread``).
 
 Nothing is validated here: a bad ``on`` or ``npartitions`` goes to dask as it came, so the
 suite judges dask's checks, not ours. (``from_delayed`` checks every partition against
@@ -52,9 +53,16 @@ def _meta(schema: Any) -> Any:
     return clear_known_categories(_to_pandas(schema.empty_table()))
 
 
+def _index_columns(schema: Any) -> list[str]:
+    """The columns pandas' metadata names the index (``pa.Table.from_pandas`` writes them;
+    a RangeIndex is described, not stored, and is not one)."""
+    pandas = schema.pandas_metadata or {}
+    return [c for c in pandas.get("index_columns", ()) if isinstance(c, str)]
+
+
 def to_arrow(frame: Any, schema: Any) -> Any:
-    """A pandas output partition back to Arrow, with the inputs' schema (its index dropped:
-    the inputs had none).
+    """A pandas output partition back to Arrow, with the inputs' schema: its index as the
+    columns the inputs' pandas metadata names (14.23), else dropped (the inputs had none).
 
     A categorical's unused categories are dropped first: an output may carry categories of
     rows it does not hold, or dask's ``__UNKNOWN_CATEGORIES__`` placeholder from ``meta``
@@ -66,7 +74,7 @@ def to_arrow(frame: Any, schema: Any) -> Any:
     categorical = [c for c, d in frame.dtypes.items() if str(d) == "category"]
     if categorical:
         frame = frame.assign(**{c: frame[c].cat.remove_unused_categories() for c in categorical})
-    table = pa.Table.from_pandas(frame, schema=schema, preserve_index=False)
+    table = pa.Table.from_pandas(frame, schema=schema, preserve_index=bool(_index_columns(schema)))
     return table.replace_schema_metadata(schema.metadata)
 
 

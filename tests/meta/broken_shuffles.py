@@ -894,6 +894,33 @@ class NullListsAsEmpty(_BrokenShuffle):
 
 
 # which conformance ID must catch which bug
+# 32 ----------------------------------------------------------------------------- 14.23
+def _index_renumbered(table: Any, on: Sequence[str] = ()) -> Any:
+    """The output through pandas, its index labels renumbered 0..n-1 under the same name,
+    as ``pd.concat(pieces, ignore_index=True)`` of the pieces would leave them."""
+    import pandas as pd
+    import pyarrow as pa
+
+    t = _to_arrow(table)
+    index = [c for c in (t.schema.pandas_metadata or {}).get("index_columns", ()) if isinstance(c, str)]
+    if not index:
+        return t
+    frame = t.to_pandas(types_mapper=pd.ArrowDtype)
+    frame.index = pd.RangeIndex(len(frame), name=frame.index.name)
+    out = pa.Table.from_pandas(frame, schema=t.schema, preserve_index=True)
+    return out.replace_schema_metadata(t.schema.metadata)
+
+
+class RenumbersTheIndex(_BrokenShuffle):
+    """A frame front end that concatenates each output's pieces with ``ignore_index=True``:
+    every row arrives, with every column but its index label (an index of strings fails to
+    convert back). Without a pandas index in the inputs it is the control."""
+
+    name = "broken-shuffle-renumbers-the-index"
+    violates = ("14.23",)
+    finish = staticmethod(_index_renumbered)
+
+
 EXPECTED: dict[str, tuple[type, str]] = {
     "drops_empty": (DropsEmptyOutputs, "SHUF-COUNT-001"),
     "worker_order": (WorkerOrder, "SHUF-DET-002"),
@@ -928,6 +955,7 @@ EXPECTED: dict[str, tuple[type, str]] = {
     "stringifies": (StringifiesWhatItCannotHold, "SHUF-DTYPE-002"),
     "ignores_offsets": (IgnoresArrayOffsets, "SHUF-ROWS-001"),
     "null_lists_as_empty": (NullListsAsEmpty, "SHUF-DTYPE-003"),
+    "renumbers_the_index": (RenumbersTheIndex, "SHUF-INDEX-001"),
 }
 
 for _attr, (_cls, _cid) in EXPECTED.items():
