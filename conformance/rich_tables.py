@@ -3,8 +3,8 @@
 ``tables.shuffle_cases`` draws values; this draws the rest of what users hand a shuffle:
 timestamps with time zones, durations of every unit, text with odd code points, schema and
 field metadata, non-nullable fields, inputs that are slices (non-zero offsets), chunked
-(several chunks a column) or contiguous, zero-row inputs, one input or many small ones, and
-keys that are all equal. Drawn as plain data and built at the end, as ``tables`` does.
+(several chunks a column) or contiguous, zero-row inputs, one input or many small ones, keys
+that are all equal, and a pandas index (14.23). Drawn as plain data and built at the end, as ``tables`` does.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pyarrow as pa
 from hypothesis import strategies as st
 
-from .tables import CUTS, KEY_TYPES, ROW_ID, ShuffleCase, cut, values_of
+from .tables import CUTS, INDEX_KINDS, KEY_TYPES, ROW_ID, ShuffleCase, cut, values_of, with_index
 
 EXTRA_TYPES: dict[str, pa.DataType] = {
     "timestamp[us, UTC]": pa.timestamp("us", tz="UTC"),
@@ -93,13 +93,18 @@ def rich_cases(
         for a, b in zip(bounds, bounds[1:], strict=False)
     )
     npartitions = draw(st.integers(1, max(1, n) + 3) | st.sampled_from([1, 2, n + 5]))
-    return ShuffleCase(tables, tuple(on), npartitions)
+    case = ShuffleCase(tables, tuple(on), npartitions)
+    index = draw(st.none() | st.tuples(st.sampled_from(INDEX_KINDS), st.sampled_from(("label", None))))
+    return case if index is None else with_index(case, *index)  # 14.23
 
 
 def describe(case: ShuffleCase) -> str:
     """``ShuffleCase.describe`` plus what this module adds: metadata, flags, cuts."""
     s = case.schema
     extras = []
+    index = (s.pandas_metadata or {}).get("index_columns")
+    if index:
+        extras.append(f"pandas index {index}")
     if s.metadata:
         extras.append(f"schema metadata {dict(s.metadata)}")
     extras += [f"{f.name} field metadata" for f in s if f.metadata]

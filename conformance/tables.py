@@ -381,7 +381,8 @@ def with_index(case: ShuffleCase, kind: str, name: str | None) -> ShuffleCase:
     labels = [_index_labels(kind, t.column(ROW_ID)) for t in case.tables]
     empty = case.schema.empty_table().to_pandas(types_mapper=pd.ArrowDtype)
     empty.index = pd.Index([], dtype=pd.ArrowDtype(labels[0].type), name=name)
-    metadata = pa.Schema.from_pandas(empty, preserve_index=True).metadata
+    pandas = pa.Schema.from_pandas(empty, preserve_index=True).metadata
+    metadata = {**(case.schema.metadata or {}), **pandas}  # what the inputs held is kept
     column = name if name is not None else "__index_level_0__"
     tables = tuple(
         t.append_column(column, pa.chunked_array([a], a.type)).replace_schema_metadata(metadata)
