@@ -26,7 +26,7 @@ import distributed
 import pandas as pd
 import pyarrow as pa
 from dask._task_spec import Alias, Task, TaskRef
-from dask.dataframe.dask_expr._shuffle import Shuffle, SimpleShuffle
+from dask.dataframe.dask_expr._shuffle import AssignPartitioningIndex, Shuffle, SimpleShuffle
 from dask.utils import get_default_shuffle_method
 from distributed.diagnostics.plugin import SchedulerPlugin
 
@@ -165,6 +165,24 @@ class DeviceShuffle(SimpleShuffle):
     partition made a Table inside it), the barrier, and per output its unpack (a frame
     cast to ``meta``)."""
 
+    @property
+    def _inlines_input(self) -> bool:
+        return isinstance(self.frame, AssignPartitioningIndex)
+
+    def dependencies(self) -> list:
+        """Past the ``_partitions`` assignment, which each transfer runs inline (:meth:`_input`):
+        its layer is not in the graph."""
+        return self.frame.dependencies() if self._inlines_input else super().dependencies()
+
+    def _input(self, i: int) -> Any:
+        """Input partition ``i`` as the transfer's argument. dask's ``_partitions`` assignment
+        runs inside the transfer, as a nested task: as a task of its own, each input was
+        stored twice, once more with one more column, and with a tight host limit every such
+        frame went to disk and back (SHUF-BOUND-003's RSS on reference-in-dask)."""
+        if self._inlines_input:
+            return self.frame._task((self.frame._name, i), i)
+        return TaskRef((self.frame._name, i))
+
     def _layer(self) -> dict:
         # The outputs keep dask's deterministic keys; the shuffle's own tasks get an id of
         # this graph's: the same collection computed again (after .values, persist, or
@@ -191,7 +209,7 @@ class DeviceShuffle(SimpleShuffle):
             # output cast to meta inside its unpack: no device Table is ever a task's result,
             # which another worker could fetch (in-process workers share a process, so a
             # fetched Table would land on the sender's device, not the receiver's).
-            table = Task(f"{shuffle_id}-table-{i}", to_table, TaskRef((self.frame._name, i)), meta, schema, i)
+            table = Task(f"{shuffle_id}-table-{i}", to_table, self._input(i), meta, schema, i)
             sent = Task(f"{shuffle_id}-transfer-{i}", transfer, spec, [i], table)
             dsk[sent.key] = sent
             transfers.append(sent.ref())

@@ -87,6 +87,23 @@ def test_shuffle_is_lazy_and_its_partitions_hold_whole_keys(dask_cluster, seen):
     assert_clean(client)
 
 
+def test_each_transfer_assigns_the_partitions_column_itself(dask_cluster):
+    """dask's lowering assigns ``_partitions`` in a task of its own: its result, each input
+    again with one more column, was stored on the worker next to the input, and with a
+    tight host limit went to disk and back. Each transfer now runs it inline, so the graph
+    holds no such task and every transfer reads its input partition directly."""
+    _, client = dask_cluster
+    ddf = dd.from_pandas(_frame(400), npartitions=3)
+    with in_dask.device_shuffle(client):
+        graph = dict(ddf.shuffle("k", npartitions=4).optimize().__dask_graph__())
+    names = {dask.utils.key_split(k) for k in graph}
+    assert "operation" not in names and "assignpartitioningindex" not in names, names
+    transfers = [t for k, t in graph.items() if "-transfer-" in str(k)]
+    assert len(transfers) == 3
+    for t in transfers:
+        assert {dask.utils.key_split(d) for d in t.dependencies} == {"frompandas"}, t.dependencies
+
+
 def test_merge_and_groupby_equal_pandas(dask_cluster, seen):
     _, client = dask_cluster
     left, right = _frame(3_000, 1), _frame(2_000, 2).rename(columns={"x": "y", "s": "t"})
