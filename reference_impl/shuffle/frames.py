@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import distributed
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -158,6 +159,13 @@ def to_table(df: Any, meta: Any, schema: pa.Schema, partition: int) -> Any:
     return Table.from_arrow(arrow, device)
 
 
+def _with_constants(frame: Any, meta: Any, constants: dict[str, int] | None) -> Any:
+    """``frame`` (cuDF) with each of ``constants`` as an int64 column at meta's place."""
+    for name, value in (constants or {}).items():
+        frame.insert([str(c) for c in meta.columns].index(name), name, np.full(len(frame), value, np.int64))
+    return frame
+
+
 def _cast_error(df: Any, schema: pa.Schema, partition: int, exc: Exception) -> str:
     """Which column of ``df`` fails to become its field of ``schema``, and why."""
     frame = df.reset_index() if df.index.name in schema.names else df
@@ -228,12 +236,19 @@ def _arrow_backed(meta: Any, schema: pa.Schema) -> Any:
     return (lambda type_: pd.ArrowDtype(type_) if type_ in wanted else None) if wanted else None
 
 
-def to_frame(table: Any, meta: Any) -> Any:
+def to_frame(table: Any, meta: Any, constants: dict[str, int] | None = None) -> Any:
     """Task: an output Table as a frame with ``meta``'s columns, index and dtypes (the
-    carried ones restored from their carriers)."""
+    carried ones restored from their carriers); each of ``constants`` a column of one int64
+    value, at meta's place for it (a column the shuffle did not carry)."""
     if _is_cudf(meta):
-        return table.to_cudf()
+        return _with_constants(table.to_cudf(), meta, constants)
     arrow = table.to_arrow()
+    # The caller handed the Table over: it goes before the frame is built, so the output is
+    # held twice (device and host), not three times, at the unpack's peak.
+    del table
+    for name, value in (constants or {}).items():
+        at = [str(c) for c in meta.columns].index(name)
+        arrow = arrow.add_column(at, name, pa.array(np.full(arrow.num_rows, value, np.int64)))
     out = arrow.to_pandas(types_mapper=_arrow_backed(meta, arrow.schema))
     if list(out.columns) != list(meta.columns) and list(out.columns) == [str(c) for c in meta.columns]:
         out.columns = meta.columns  # labels that are not strings (ints, tuples...) as meta has them

@@ -156,8 +156,9 @@ class _Unfused(Task):
 
 
 def unpack_frame(spec: Any, output: int, meta: Any) -> Any:
-    """Task: output ``output`` unpacked, as a frame cast to ``meta``."""
-    return to_frame(unpack(spec, output), meta)
+    """Task: output ``output`` unpacked, as a frame cast to ``meta``, its ``_partitions``
+    column (every row's is ``output``, so the shuffle did not carry it) restored."""
+    return to_frame(unpack(spec, output), meta, constants={DESTINATION: output})
 
 
 class DeviceShuffle(SimpleShuffle):
@@ -198,8 +199,8 @@ class DeviceShuffle(SimpleShuffle):
         # destinations travel as the integers they are; the output is cast to meta after.
         at = schema.get_field_index(DESTINATION)
         schema = schema.set(at, schema.field(at).with_type(pa.int64()))
-        spec = ShuffleSpec(
-            shuffle_id, (DESTINATION,), npartitions, schema,
+        spec = ShuffleSpec(  # the destinations are not carried: unpack_frame restores them
+            shuffle_id, (DESTINATION,), npartitions, schema.remove(at),
             destination=True, max_restarts=int(self.options["max_restarts"]),
         )  # fmt: skip
         dsk: dict = {}

@@ -19,7 +19,9 @@ class ShuffleSpec:
     npartitions: int
     schema: Any  # pyarrow.Schema of every input and output
     # True: ``on`` is one integer column that holds each row's output (dask's own
-    # ``_partitions``, from its hash or its quantiles), so no key is hashed.
+    # ``_partitions``, from its hash or its quantiles), so no key is hashed. It is not
+    # carried, and ``schema`` lacks it: every row of output i holds i there, which the
+    # output's builder restores (``in_dask``), so it is neither sent nor held as shards.
     destination: bool = False
     # Set for a shuffle inside a dask graph (``in_dask``), which registers itself with the
     # coordinator as its graph arrives; None: its client registered it before submitting.

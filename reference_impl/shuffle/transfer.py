@@ -157,7 +157,7 @@ def _partition_and_send(
         table = unwrap(value)
         rows_in = table.slice(start, stop)
         if spec.shuffle.destination:
-            grouped, offsets = partition_by_destination(rows_in, spec.on[0], npartitions)
+            grouped, offsets = partition_by_destination(rows_in, spec.on[0], npartitions, keep=False)
         else:
             grouped, offsets = partition_grouped(rows_in, list(spec.on), npartitions)
         del table, rows_in

@@ -237,14 +237,19 @@ class ProxifyHostFile(MutableMapping):
             if entry.is_host_value:
                 if entry.file is not None:
                     tiers.load_host_value(entry)
-                recency.touch([entry], index.size)
-                recency.pin([entry])
                 try:
+                    recency.touch([entry], index.size)
+                    recency.pin([entry])
+                    try:
+                        tiers.cascade()
+                    finally:
+                        recency.pinned.discard(entry)
+                    value = entry.value
+                    # a host limit too small for it sends it straight back to disk, on the
+                    # file it was just read from (the caller has not had it yet)
                     tiers.cascade()
                 finally:
-                    recency.pinned.discard(entry)
-                value = entry.value
-                tiers.cascade()  # a host limit too small for it sends it straight back to disk
+                    tiers.drop_kept(entry)
                 return value
             tiers.bring_to_device(entry)
             recency.touch(index.group(entry), index.size)

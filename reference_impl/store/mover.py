@@ -68,6 +68,7 @@ class TierMover:
         self.device_memory_limit = device_memory_limit
         self.memory_limit = memory_limit
         self.stats = dict.fromkeys(_STAT_NAMES, 0)
+        self.kept: dict[Entry, Any] = {}  # host values being read: the file each came from
         self.times = {"spill_time_s": 0.0, "unspill_time_s": 0.0, "disk_time_s": 0.0}
 
     def place(self, unit: Unit) -> None:
@@ -258,7 +259,7 @@ class TierMover:
         try:
             for u in group:
                 if isinstance(u, Entry) and u.is_host_value:
-                    written.append((u, self.disk.write(serialize.dumps(u.value))))
+                    written.append((u, self._write_host_value(u)))
             # Each record once: one object twice in a value, or under two keys, is one file.
             for rec in self.index.group_records(group):
                 proxy = rec()
@@ -276,13 +277,13 @@ class TierMover:
         accounting = self.accounting
         for item in written:
             target, file = item[0], item[1]
-            if isinstance(target, Entry):
+            if isinstance(target, Entry):  # counted as written or reused when its file was had
                 target.value, target.file = None, file
                 accounting.move_value(ON_HOST, target.leaf_nbytes, DISK, file.nbytes)
             else:
                 item[2].held = file
                 accounting.move(target, DISK, file.nbytes)
-            self.stats["disk_written_bytes"] += file.nbytes
+                self.stats["disk_written_bytes"] += file.nbytes
         self.place_all(group)
         self.times["disk_time_s"] += time.perf_counter() - start
 
@@ -356,18 +357,40 @@ class TierMover:
     def load_host_value(self, entry: Entry) -> None:
         """Read a host value (no device objects) back from disk into host memory.
 
-        Its file goes: a host value is a Python object the caller may change in place (a
-        list, a dict, a numpy array), and no use of it passes through the store, so a file
-        kept for it could go stale unseen (no clean copy).
+        Its file goes once the read is over: a host value is a Python object the caller may
+        change in place (a list, a dict, a numpy array), and no use of it passes through the
+        store, so a file kept for it could go stale unseen (no clean copy). Until then it is
+        *kept* (:meth:`drop_kept`): a host limit too small for the value sends it straight
+        back to disk within the same read, before the caller has it, and it goes back on
+        the file it came from instead of being written again.
         """
         file = entry.file
         payload = self.disk.read(file, repr(entry.key))
         self.stats["disk_read_bytes"] += file.nbytes
         entry.value = serialize.loads(payload)
         self.accounting.move_value(DISK, file.nbytes, ON_HOST, entry.leaf_nbytes)
-        file.remove()
+        self.kept[entry] = file  # uncounted: it is reused or removed before the read returns
         entry.file = None
         self.place(entry)
+
+    def drop_kept(self, entry: Entry) -> None:
+        """The read of ``entry`` is over: the file it came from goes, unless it was reused."""
+        file = self.kept.pop(entry, None)
+        if file is not None:
+            file.remove()
+
+    def _write_host_value(self, entry: Entry) -> Any:
+        """``entry``'s file: the one it was just read from, when unchanged, or a new one."""
+        file = self.kept.pop(entry, None)
+        if file is not None:
+            if self.disk.unchanged(file):
+                self.stats["disk_reused_bytes"] += file.nbytes
+                self.stats["disk_reuse_count"] += 1
+                return file
+            file.remove()
+        file = self.disk.write(serialize.dumps(entry.value))
+        self.stats["disk_written_bytes"] += file.nbytes
+        return file
 
     def payload_of(self, rec: Record, state: ProxyState) -> Payload:
         """The host frames of a spilled record, read (and authenticated) from disk if needed."""

@@ -141,10 +141,14 @@ def _table_of(table: Table, result: Any, views: list[Any], rows: int) -> Table:
     return Table._trusted(device, cols, rows, table.metadata)
 
 
-def partition_by_destination(table: Table, column: str, npartitions: int) -> tuple[Table, list[int]]:
+def partition_by_destination(
+    table: Table, column: str, npartitions: int, *, keep: bool = True
+) -> tuple[Table, list[int]]:
     """``partition_grouped``'s ``(grouped, offsets)`` where ``column`` already holds each
     row's output (what dask computes for a hash shuffle, ``set_index`` and
-    ``sort_values``), so no key is hashed: row order is kept within an output.
+    ``sort_values``), so no key is hashed: row order is kept within an output. With
+    ``keep=False`` the grouped Table lacks ``column``: every row of output ``i`` holds ``i``
+    there, which whoever builds output ``i`` can restore without moving it.
 
     ``column`` must be integers without nulls in ``[0, npartitions)``; else a ValueError
     names the column, a bad value and its row (the kernels' range check), before anything
@@ -161,6 +165,8 @@ def partition_by_destination(table: Table, column: str, npartitions: int) -> tup
     xp = devops.namespace(device)
     if col.valid is not None and not bool(xp.all(devops.readable(device, col.valid))):
         raise ValueError(f"destination column {column!r} has nulls")
+    if not keep:
+        table = table.select([name for name in table.column_names if name != column])
     payload: dict[str, Any] = {}
     for name, c in zip(table.column_names, table.columns, strict=True):
         payload[f"data:{name}"] = _kernel_column(c)

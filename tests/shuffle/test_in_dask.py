@@ -104,6 +104,20 @@ def test_each_transfer_assigns_the_partitions_column_itself(dask_cluster):
         assert {dask.utils.key_split(d) for d in t.dependencies} == {"frompandas"}, t.dependencies
 
 
+def test_the_destinations_are_not_carried(dask_cluster):
+    """Every row of output i holds i in ``_partitions``: the shuffle's schema lacks it (no
+    shard holds or sends it, 8 bytes a row), and each unpack restores it where meta has it
+    (the merge and groupby tests below run through that)."""
+    _, client = dask_cluster
+    ddf = dd.from_pandas(_frame(400), npartitions=3)
+    with in_dask.device_shuffle(client):
+        graph = dict(ddf.shuffle("k", npartitions=4).optimize().__dask_graph__())
+    (barrier,) = [t for k, t in graph.items() if str(k).endswith("-barrier")]
+    spec = barrier.args[0]
+    assert spec.destination and spec.on == (in_dask.DESTINATION,)
+    assert in_dask.DESTINATION not in spec.schema.names and "k" in spec.schema.names
+
+
 def test_merge_and_groupby_equal_pandas(dask_cluster, seen):
     _, client = dask_cluster
     left, right = _frame(3_000, 1), _frame(2_000, 2).rename(columns={"x": "y", "s": "t"})

@@ -6,6 +6,10 @@ copy counts in ``disk_bytes`` while it exists (it is a file in the spill directo
 and is reused by the value's next spill to disk: nothing serialized, nothing written. Every
 test here ties the store's totals to the files and the ledger with the reference's own
 invariant check (``store_invariants.check_store``).
+
+A host value keeps no clean copy (the caller may change it in place unseen), but during the
+read that brings it back its file is kept: a host limit too small for it sends it straight
+back, on that file, before the caller has it (the tests at the end).
 """
 
 from __future__ import annotations
@@ -483,4 +487,56 @@ def test_the_feature_switch_is_the_type(dev, make_store, monkeypatch):
     assert _paths(s) == []
     s.evict(1)
     assert s.stats()["disk_written_bytes"] == 2 * written
+    _check(s, dev)
+
+
+# --- a host value's read: the file it came from, kept until the read returns -------------
+def _host_value() -> list[int]:
+    return list(range(20_000))
+
+
+def test_a_host_value_too_big_for_the_host_limit_goes_back_on_its_own_file(dev, make_store):
+    """The read brings it into memory, the host limit sends it straight back to disk before
+    the caller has it: on the file it was read from, nothing written (SHUF-BOUND-003's
+    cluster wrote each frame again on every read, ~90 MiB a worker per 12 MiB shuffled)."""
+    s = make_store(memory_limit=1)
+    s["h"] = _host_value()
+    (path,) = _paths(s)
+    stamp, written = _stamp(path), s.stats()["disk_written_bytes"]
+    assert s["h"] == _host_value()
+    stats = s.stats()
+    assert s.tier_of("h") == "disk" and _paths(s) == [path] and _stamp(path) == stamp
+    assert stats["disk_written_bytes"] == written
+    assert (stats["disk_reuse_count"], stats["disk_reused_bytes"]) == (1, os.path.getsize(path))
+    _check(s, dev)
+
+
+def test_a_host_value_kept_in_memory_loses_its_file(dev, make_store):
+    """No clean copy for a host value: the caller may change it in place unseen."""
+    s = make_store(memory_limit=1)
+    s["h"] = _host_value()
+    s.memory_limit = None
+    value = s["h"]
+    assert s.tier_of("h") == "host" and _paths(s) == [] and s.stats()["disk_reuse_count"] == 0
+    value.append(-1)  # changed in place: the next spill must write what the store now holds
+    s.memory_limit = 1
+    s.evict(1)
+    assert s["h"] == [*_host_value(), -1]
+    _check(s, dev)
+
+
+def test_a_file_changed_during_the_read_is_not_reused(dev, make_store, monkeypatch):
+    """A file that changed under the read (the cheap stamp check says so) is removed and the
+    value, intact in memory, is written anew: nothing is lost, nothing left behind."""
+    s = make_store(memory_limit=1)
+    s["h"] = _host_value()
+    (old,) = _paths(s)
+    monkeypatch.setattr(SpillDir, "unchanged", lambda self, file: False)
+    written = s.stats()["disk_written_bytes"]
+    assert s["h"] == _host_value()
+    stats = s.stats()
+    assert stats["disk_reuse_count"] == 0 and stats["disk_written_bytes"] == 2 * written
+    (new,) = _paths(s)
+    assert new != old and s.tier_of("h") == "disk"
+    assert s["h"] == _host_value()
     _check(s, dev)

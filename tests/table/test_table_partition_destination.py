@@ -35,6 +35,20 @@ def test_rows_go_where_the_column_says_in_their_order(device):
     assert got["s"] == ["b", "e", "c", "a", "d", "f"]
 
 
+def test_the_column_itself_need_not_travel(device):
+    """``keep=False``: every other column grouped as with ``keep=True``, the destination
+    column not among them (the lazy path restores it from the output's index instead of
+    sending it), and nothing of it allocated on the device for the result."""
+    t = _table(device, [2, 0, 1, 2, 0, 2], s=["a", "b", "c", "d", "e", "f"])
+    kept, offsets = partition_by_destination(t, "_p", 4)
+    dropped, same = partition_by_destination(t, "_p", 4, keep=False)
+    assert same == offsets and dropped.column_names == ["v", "s"]
+    assert dropped.to_arrow().equals(kept.to_arrow().drop_columns(["_p"]))
+    assert dropped.nbytes == kept.nbytes - kept.select(["_p"]).nbytes
+    only, _ = partition_by_destination(t.select(["_p"]), "_p", 4, keep=False)
+    assert (only.column_names, only.num_rows) == ([], 6)
+
+
 @pytest.mark.parametrize(
     ("column", "error", "message"),
     [
