@@ -41,6 +41,8 @@ SHUFFLE_CAPABILITIES: dict[str, str] = {
     "shuffle.dtypes": "dictionary, decimal, date, time and halffloat columns shuffle exactly (14.22)",
     "shuffle.nested": "list, large list, fixed-size list, struct and map columns shuffle exactly, "
     "never refused (14.22)",
+    "shuffle.lazy": "a lazy front end (a dask collection): a partition's schema is known only as "
+    "it is computed, so one that differs may be refused after other transfers ran (14.12)",
 }
 
 ALL_CAPABILITIES: frozenset[str] = frozenset(STORE_CAPABILITIES) | frozenset(SHUFFLE_CAPABILITIES)

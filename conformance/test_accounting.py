@@ -91,6 +91,42 @@ def test_one_object_under_two_keys_is_one_copy_on_every_tier(impl, make_store):
         h.close()
 
 
+@conformance_id("STORE-ALIAS-004", clause=("3.2", "3.7"))
+@requires("store", "store.alias.dedup", "store.limit.host", "store.spill.host")
+def test_one_host_object_under_two_keys_is_one_copy(impl, make_store):
+    """A host object (no device buffers: what most dask tasks return) stored under a second
+    key while the first holds it in memory, as dask's identity tasks do (an ``Alias``,
+    ``lambda x: x``, a check that returns its input): one copy counted where the host limit
+    has room for one, one file's worth on disk once a third value pushes it out, and one
+    object again when both keys are read back. Counted twice, it is spilled to make room that
+    spilling cannot free (the other key still holds it), and read back as two objects: twice
+    the memory the store counts."""
+    n = LIMIT // 2
+    h = make_store(host_limit=n + n // 2)  # room for one copy, not two
+    s = h.store
+    x = bytearray(host_bytes(3, n))
+    s["a"] = x
+    s["b"] = x
+    del x
+    snap = h.check({"a", "b"})
+    assert dict(snap.tiers) == {"a": "host", "b": "host"} and n <= snap.host_bytes <= n + 4096, (
+        f"one {n:,}-byte object under two keys, host limit {n + n // 2:,}: tiers {dict(snap.tiers)}"
+        f", host_bytes {snap.host_bytes:,} (one copy fits, two do not)"
+    )
+    if "store.spill.disk" in impl.capabilities:
+        s["c"] = bytearray(host_bytes(4, n))  # no room for both: the pair goes to disk
+        snap = h.check({"a", "b", "c"})
+        on_disk = sum(files_under(h.env.spill_dir).values())
+        assert snap.tiers["a"] == snap.tiers["b"] == "disk" and n <= on_disk <= n + 2 * 4096, (
+            f"tiers {dict(snap.tiers)}, {on_disk:,} bytes of files: one copy on disk, not one per key"
+        )
+    a = s["a"]
+    b = s["b"]
+    assert a is b, "read back as two objects: twice the memory the store counts for them"
+    assert bytes(a) == bytes(host_bytes(3, n))
+    h.check({"a", "b", "c"} if "store.spill.disk" in impl.capabilities else {"a", "b"})
+
+
 @conformance_id("STORE-ALIAS-002", clause=("2.6", "3.2"))
 @requires("store", "store.alias.dedup")
 def test_aliases_spill_and_come_back_consistently(harness):

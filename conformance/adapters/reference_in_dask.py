@@ -18,8 +18,11 @@ from conformance.api import ShuffleEnv, Unavailable
 class ReferenceInDask(DaskFrameShuffle):
     name = "reference-in-dask"
     method = "device"
-    # the reference's own shuffle, so its shuffle capabilities and its phases' task keys
-    capabilities = frozenset(c for c in ReferenceAdapter.capabilities if c.startswith("shuffle"))
+    # the reference's own shuffle, so its shuffle capabilities and its phases' task keys; a
+    # dask collection's partitions are computed as the shuffle runs (shuffle.lazy, 14.12)
+    capabilities = frozenset(
+        {c for c in ReferenceAdapter.capabilities if c.startswith("shuffle")} | {"shuffle.lazy"}
+    )
     phase_of = ReferenceAdapter.phase_of
 
     def __init__(self) -> None:

@@ -237,13 +237,14 @@ class ProxifyHostFile(MutableMapping):
             if entry.is_host_value:
                 if entry.file is not None:
                     tiers.load_host_value(entry)
+                peers = index.group(entry)  # the keys holding this object: one use of it
                 try:
-                    recency.touch([entry], index.size)
-                    recency.pin([entry])
+                    recency.touch(peers, index.size)
+                    pinned = recency.pin(peers)
                     try:
                         tiers.cascade()
                     finally:
-                        recency.pinned.discard(entry)
+                        recency.unpin(pinned)
                     value = entry.value
                     # a host limit too small for it sends it straight back to disk, on the
                     # file it was just read from (the caller has not had it yet)

@@ -40,11 +40,14 @@ class UnitIndex:
         # records. While it is 0 every unit is its own group, so the hot paths
         # skip even the per-unit solo check.
         self.links = 0
+        # id(host value) -> the entry (the owner of its peers) holding it in memory: how a
+        # host object stored again under another key is recognised (SPEC 3.2).
+        self.host_objects: dict[int, Entry] = {}
 
     def clear(self) -> None:
         """Forget everything; breaks the entry <-> record links so nothing waits for the GC."""
         for entry in self.entries.values():
-            entry.rec = None
+            entry.rec = entry.peers = None
         for rec in self.records.values():
             rec.holders = None
         self.links = 0
@@ -52,6 +55,7 @@ class UnitIndex:
         self.records.clear()
         self.raw.clear()
         self.alloc_pids.clear()
+        self.host_objects.clear()
 
     # --- allocations ---------------------------------------------------------
     def proxy_of(self, obj: Any, aid: int | None) -> Any:
@@ -217,6 +221,50 @@ class UnitIndex:
         shared_recs = sum(1 for r in self.records.values() if type(r.holders) is set)
         return shared_recs + sum(1 for h in self.alloc_pids.values() if type(h) is set)
 
+    # --- host values under several keys ------------------------------------------
+    @staticmethod
+    def owner(entry: Entry) -> Entry:
+        """The entry whose bytes the totals count for ``entry``'s host value."""
+        peers = entry.peers
+        return peers[0] if peers else entry
+
+    def link_host_value(self, entry: Entry) -> bool:
+        """``entry`` (a new key's host value, in memory) joins the key already holding that
+        very object in memory, as its peer: True. Otherwise it is the object's holder: False."""
+        value = entry.value
+        other = self.host_objects.get(id(value))
+        if other is None or other.value is not value:
+            self.host_objects[id(value)] = entry
+            return False
+        peers = other.peers
+        if peers is None:
+            peers = other.peers = [other]
+        peers.append(entry)
+        entry.peers = peers
+        return True
+
+    def unlink_host_value(self, entry: Entry) -> Entry | None:
+        """``entry`` leaves its peers; returns the owner they have now (None: it had none)."""
+        peers = entry.peers
+        if peers is None:
+            if entry.value is not None and self.host_objects.get(id(entry.value)) is entry:
+                del self.host_objects[id(entry.value)]
+            return None
+        peers.remove(entry)
+        entry.peers = None
+        owner = peers[0]
+        if len(peers) == 1:
+            owner.peers = None
+        if owner.value is not None:
+            self.host_objects[id(owner.value)] = owner
+        return owner
+
+    def host_value_out(self, entry: Entry) -> None:
+        """``entry``'s host value leaves memory (to disk): its id may name another object."""
+        value = entry.value
+        if value is not None and self.host_objects.get(id(value)) is self.owner(entry):
+            del self.host_objects[id(value)]
+
     # --- units and groups ------------------------------------------------------
     def units_of(self, rec: Record) -> list[Unit]:
         """The units ``rec`` belongs to: the entries holding it, or itself if external."""
@@ -266,7 +314,10 @@ class UnitIndex:
         return pids is not None and (not pids or (len(pids) == 1 and pids[0] not in self.records))
 
     def group(self, unit: Unit) -> list[Unit]:
-        """``unit`` and every unit linked to it by a shared proxy or base allocation."""
+        """``unit`` and every unit linked to it by a shared proxy or base allocation, or, for
+        a host value, the keys holding the same object."""
+        if type(unit) is Entry and unit.peers:
+            return list(unit.peers)
         if not self.links or self.is_solo(unit):
             return [unit]
         order = [unit]

@@ -83,7 +83,8 @@ class TierMover:
         """A key's new value, in the index already: count a host value, place it, make room."""
         accounting = self.accounting
         if entry.is_host_value:  # a device value's small host leaves ride with it
-            accounting.add_value(ON_HOST, entry.leaf_nbytes)
+            if not self.index.link_host_value(entry):  # a peer's bytes are its owner's
+                accounting.add_value(ON_HOST, entry.leaf_nbytes)
         elif accounting.device_bytes <= self.device_memory_limit:
             # The hot path of every set: one solo unit, already on device, and it all fits.
             rec = self.index.solo_record(entry)
@@ -96,8 +97,16 @@ class TierMover:
         self._place_new([entry])  # not admit(): its one-unit check just failed here
 
     def discard_host_value(self, entry: Entry) -> None:
-        """A key's host value leaves the store: uncounted, its file (if any) removed."""
+        """A key's host value leaves the store: uncounted, its file (if any) removed; with
+        peers left, the value and its file stay theirs (counted through their owner)."""
         file = entry.file
+        was_owner = self.index.owner(entry) is entry
+        owner = self.index.unlink_host_value(entry)
+        if owner is not None:
+            if was_owner and file is None:
+                self.accounting.remove_value(ON_HOST, entry.leaf_nbytes)
+                self.accounting.add_value(ON_HOST, owner.leaf_nbytes)
+            return
         if file is not None:
             self.accounting.remove_value(DISK, file.nbytes)
             file.remove()
@@ -256,10 +265,15 @@ class TierMover:
         start = time.perf_counter()
         written: list[tuple[Any, ...]] = []
         reused: list[tuple[Record, ProxyState]] = []
+        files: dict[int, Any] = {}  # owner -> its file: peers share one
         try:
             for u in group:
                 if isinstance(u, Entry) and u.is_host_value:
-                    written.append((u, self._write_host_value(u)))
+                    owner = self.index.owner(u)
+                    file = files.get(id(owner))
+                    if file is None:
+                        file = files[id(owner)] = self._write_host_value(owner)
+                    written.append((u, file))
             # Each record once: one object twice in a value, or under two keys, is one file.
             for rec in self.index.group_records(group):
                 proxy = rec()
@@ -278,8 +292,10 @@ class TierMover:
         for item in written:
             target, file = item[0], item[1]
             if isinstance(target, Entry):  # counted as written or reused when its file was had
+                if self.index.owner(target) is target:  # once for its peers
+                    self.index.host_value_out(target)
+                    accounting.move_value(ON_HOST, target.leaf_nbytes, DISK, file.nbytes)
                 target.value, target.file = None, file
-                accounting.move_value(ON_HOST, target.leaf_nbytes, DISK, file.nbytes)
             else:
                 item[2].held = file
                 accounting.move(target, DISK, file.nbytes)
@@ -367,15 +383,18 @@ class TierMover:
         file = entry.file
         payload = self.disk.read(file, repr(entry.key))
         self.stats["disk_read_bytes"] += file.nbytes
-        entry.value = serialize.loads(payload)
-        self.accounting.move_value(DISK, file.nbytes, ON_HOST, entry.leaf_nbytes)
-        self.kept[entry] = file  # uncounted: it is reused or removed before the read returns
-        entry.file = None
-        self.place(entry)
+        value = serialize.loads(payload)
+        owner = self.index.owner(entry)
+        self.accounting.move_value(DISK, file.nbytes, ON_HOST, owner.leaf_nbytes)
+        self.kept[owner] = file  # uncounted: it is reused or removed before the read returns
+        self.index.host_objects[id(value)] = owner
+        for peer in entry.peers or (entry,):  # one object again under every key
+            peer.value, peer.file = value, None
+            self.place(peer)
 
     def drop_kept(self, entry: Entry) -> None:
         """The read of ``entry`` is over: the file it came from goes, unless it was reused."""
-        file = self.kept.pop(entry, None)
+        file = self.kept.pop(self.index.owner(entry), None)
         if file is not None:
             file.remove()
 

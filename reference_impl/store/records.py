@@ -99,11 +99,14 @@ class Entry:
     """One key's value: its (proxified) structure and the proxies inside.
 
     A value without device objects is a *host value*: it is counted with
-    ``dask.sizeof`` and may itself be written to disk (then ``value`` is None).
+    ``dask.sizeof`` and may itself be written to disk (then ``value`` is None). One host
+    object stored under several keys while the store holds it is one value: its keys are
+    *peers*, counted once (through the first) and moved between tiers together, one file.
     """
 
     __slots__ = (
         "key", "value", "pids", "rec", "leaf_nbytes", "is_host_value", "file", "tick", "lru", "seq",
+        "peers",
     )  # fmt: skip
 
     def __init__(self, key: Hashable, value: Any, pids: list[int], leaf_nbytes: int) -> None:
@@ -120,6 +123,9 @@ class Entry:
         self.tick = 0
         self.lru = 0
         self.seq = 0
+        # Host values only: the keys holding this very object (one list, shared by them all,
+        # its first the *owner*, whose bytes the totals count), or None when one key does.
+        self.peers: list[Entry] | None = None
 
 
 Unit = Entry | Record

@@ -130,6 +130,10 @@ ALIAS_LOOKUP_BY_SIZE = mutant(
     "mutant-alias-lookup-by-size", ("3.2",), "reference_impl.store.tracker", "Tracker._leaf",
     "None if pair is None else pair[0]", "None if pair is None else pair[1]",
 )
+HOST_OBJECT_NOT_LINKED = mutant(
+    "mutant-host-object-not-linked", ("3.2",), "reference_impl.store.index",
+    "UnitIndex.link_host_value", "if other is None or other.value is not value:", "if True:",
+)
 TABLE_SLICE_NOT_REBASED = mutant(
     "mutant-table-slice-not-rebased", ("2.7",), "reference_impl.table.frames", "encode",
     "            if start:", "            if False:",
@@ -151,6 +155,7 @@ ZOO: dict[str, tuple[type, str]] = {
     "mutant_set_evicts_thrice": (SET_EVICTS_THRICE, "STORE-LIMIT-008"),
     "mutant_table_slice_not_rebased": (TABLE_SLICE_NOT_REBASED, "STORE-TABLE-001"),
     "mutant_alias_lookup_by_size": (ALIAS_LOOKUP_BY_SIZE, "STORE-ALIAS-003"),
+    "mutant_host_object_not_linked": (HOST_OBJECT_NOT_LINKED, "STORE-ALIAS-004"),
     "mutant_table_counts_one_buffer": (TABLE_COUNTS_ONE_BUFFER, "STORE-TABLE-001"),
     "mutant_big_body_unhashed": (BIG_BODY_UNHASHED, "STORE-DISK-013"),
     "mutant_host_use_not_touched": (HOST_USE_NOT_TOUCHED, "STORE-CASCADE-004"),

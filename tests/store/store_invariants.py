@@ -88,13 +88,21 @@ def check_store(store: Any, ledger_bytes: int | None = None) -> None:
                 assert rec.lru == NONE, f"{name}: a keyed record sits in a queue of its own"
         for key, entry in index.entries.items():
             tier = index.tier(entry)
-            if entry.is_host_value:
+            if entry.is_host_value and entry.peers and entry.peers[0] is not entry:
+                owner = entry.peers[0]  # one object under several keys: counted once, its owner's
+                assert entry in owner.peers and owner.key in index.entries, f"{key!r}: a stale peer"
+                assert entry.value is owner.value and entry.file is owner.file, (
+                    f"{key!r} and its peer {owner.key!r} hold different copies"
+                )
+            elif entry.is_host_value:
                 if entry.file is not None:
                     assert entry.value is None, f"{key!r}: on disk yet holds its value"
                     disk += entry.file.nbytes
                     _known(files, entry.file, repr(key))
                 else:
                     host += entry.leaf_nbytes
+                    holder = index.host_objects.get(id(entry.value))
+                    assert holder is entry, f"{key!r}: its object is not findable for a peer"
             elif entry.pids:
                 tiers = {index.records[p].tier for p in entry.pids if p in index.records}
                 assert len(tiers) <= 1, f"{key!r}: its proxies are split over {sorted(tiers)}"

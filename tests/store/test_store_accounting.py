@@ -191,3 +191,40 @@ def test_a_dropped_store_frees_device_memory_without_the_collector(dev, arr, tmp
         assert dev.bytes_in_use() == before
     finally:
         gc.enable()
+
+
+def test_a_host_object_under_several_keys_outlives_each_of_them(dev, make_store):
+    """One host object under three keys (SPEC 3.2): counted once, one file on disk, one
+    object when read back; each key deleted in turn, owner first, leaves the rest counted
+    and readable, and the last one takes the file with it."""
+    import os
+
+    from store_invariants import check_store
+
+    x = list(range(5_000))
+    s = make_store(memory_limit=None)
+    s["a"] = x
+    one = s.host_bytes
+    s["b"] = x
+    s["c"] = x
+    assert s.host_bytes == one and set(s.snapshot().tiers.values()) == {"host"}
+    check_store(s, dev.bytes_in_use())
+    del s["a"]  # the owner goes: its peers keep the value, counted once
+    assert s.host_bytes == one and s["b"] is x and s["c"] is x
+    s.memory_limit = 0  # all to disk (on the next call): one file for both keys
+    s.evict(1)
+    assert set(s.snapshot().tiers.values()) == {"disk"} and len(os.listdir(s.spill_dir)) == 1
+    check_store(s, dev.bytes_in_use())
+    s.memory_limit = None
+    b = s["b"]
+    assert b == x and b is not x and s["c"] is b  # read back once, one object for both keys
+    check_store(s, dev.bytes_in_use())
+    s.memory_limit = 0
+    s.evict(1)
+    del s["b"]  # a peer goes while on disk: the file stays for the other
+    assert len(os.listdir(s.spill_dir)) == 1 and s.stats()["disk_keys"] == 1
+    check_store(s, dev.bytes_in_use())
+    del s["c"]
+    snap = s.snapshot()
+    assert (snap.host_bytes, snap.disk_bytes, os.listdir(s.spill_dir)) == (0, 0, [])
+    check_store(s, dev.bytes_in_use())
