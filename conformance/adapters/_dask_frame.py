@@ -8,7 +8,8 @@ columns pandas' metadata names the index as the frame's index, as pandas convert
 ``ddf.shuffle(on, npartitions=..., shuffle_method=..., force=True)`` runs on ``env.client``
 (never the default client), and each output partition comes back as Arrow with the inputs'
 schema, output ``i`` at index ``i``, streamed: fetched as soon as it is computed and released
-on the worker (one output at a time, never all of them in one request). The input tables never travel inside a task (``_spread.spread``).
+on the worker (one output at a time, never all of them in one request). The input tables
+never travel inside a task (``_spread.spread``).
 
 Nothing is validated here: a bad ``on`` or ``npartitions`` goes to dask as it came, so the
 suite judges dask's checks, not ours. (``from_delayed`` checks every partition against

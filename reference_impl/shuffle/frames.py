@@ -159,13 +159,6 @@ def to_table(df: Any, meta: Any, schema: pa.Schema, partition: int) -> Any:
     return Table.from_arrow(arrow, device)
 
 
-def _with_constants(frame: Any, meta: Any, constants: dict[str, int] | None) -> Any:
-    """``frame`` (cuDF) with each of ``constants`` as an int64 column at meta's place."""
-    for name, value in (constants or {}).items():
-        frame.insert([str(c) for c in meta.columns].index(name), name, np.full(len(frame), value, np.int64))
-    return frame
-
-
 def _cast_error(df: Any, schema: pa.Schema, partition: int, exc: Exception) -> str:
     """Which column of ``df`` fails to become its field of ``schema``, and why."""
     frame = df.reset_index() if df.index.name in schema.names else df
@@ -240,15 +233,22 @@ def to_frame(table: Any, meta: Any, constants: dict[str, int] | None = None) -> 
     """Task: an output Table as a frame with ``meta``'s columns, index and dtypes (the
     carried ones restored from their carriers); each of ``constants`` a column of one int64
     value, at meta's place for it (a column the shuffle did not carry)."""
+    # each constant column: its place in meta, and its values
+    filled = [
+        ([str(c) for c in meta.columns].index(name), name, np.full(table.num_rows, value, np.int64))
+        for name, value in (constants or {}).items()
+    ]
     if _is_cudf(meta):
-        return _with_constants(table.to_cudf(), meta, constants)
+        out = table.to_cudf()
+        for at, name, values in filled:
+            out.insert(at, name, values)
+        return out
     arrow = table.to_arrow()
     # The caller handed the Table over: it goes before the frame is built, so the output is
     # held twice (device and host), not three times, at the unpack's peak.
     del table
-    for name, value in (constants or {}).items():
-        at = [str(c) for c in meta.columns].index(name)
-        arrow = arrow.add_column(at, name, pa.array(np.full(arrow.num_rows, value, np.int64)))
+    for at, name, values in filled:
+        arrow = arrow.add_column(at, name, pa.array(values))
     out = arrow.to_pandas(types_mapper=_arrow_backed(meta, arrow.schema))
     if list(out.columns) != list(meta.columns) and list(out.columns) == [str(c) for c in meta.columns]:
         out.columns = meta.columns  # labels that are not strings (ints, tuples...) as meta has them
