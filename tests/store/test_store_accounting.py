@@ -228,3 +228,34 @@ def test_a_host_object_under_several_keys_outlives_each_of_them(dev, make_store)
     snap = s.snapshot()
     assert (snap.host_bytes, snap.disk_bytes, os.listdir(s.spill_dir)) == (0, 0, [])
     check_store(s, dev.bytes_in_use())
+
+
+def test_reading_one_key_of_a_host_object_is_a_use_of_it_under_every_key(dev, make_store):
+    """LRU order (SPEC 5.x) for peers: reading ``b`` refreshes the object it shares with
+    ``a``, so the next value to arrive pushes out the older ``y``, not the object just used
+    (which, by ``a``'s older place, would go to disk with both its keys)."""
+    from dask.sizeof import sizeof
+
+    x, y, z = list(range(5_000)), list(range(5_000, 10_000)), list(range(10_000, 15_000))
+    s = make_store(memory_limit=int(2.5 * sizeof(x)))  # room for two of them, not three
+    s["a"] = x
+    s["b"] = x
+    s["c"] = y
+    assert s["b"] is x
+    s["d"] = z
+    assert s.snapshot().tiers == {"a": "host", "b": "host", "c": "disk", "d": "host"}
+
+
+def test_when_the_owner_goes_the_totals_count_the_next_keys_measure(dev, make_store):
+    """A host object's bytes are counted through one key, its owner. An object that grew in
+    place between two sets has two measures; once the owner goes, the totals hold the
+    remaining key's, as if it had been stored alone."""
+    from dask.sizeof import sizeof
+
+    x = list(range(100))
+    s = make_store(memory_limit=None)
+    s["a"] = x
+    x.extend(range(10_000))  # in place, unseen by the store
+    s["b"] = x  # the same object: a peer, measured now
+    del s["a"]
+    assert s.host_bytes == sizeof(x)
