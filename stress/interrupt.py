@@ -62,7 +62,9 @@ class Interrupt:
     def _again(self) -> None:
         """SIGINT again, shortly, from another thread: run from the hook, the handler would
         raise inside it, and Python drops what a hook raises too."""
-        threading.Timer(0.01, _thread.interrupt_main).start()
+        timer = threading.Timer(0.01, _thread.interrupt_main)
+        timer.daemon = True  # never what keeps the process from exiting
+        timer.start()
 
     def __enter__(self) -> Interrupt:
         self._previous_signal = signal.signal(signal.SIGINT, self)
