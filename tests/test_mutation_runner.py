@@ -80,6 +80,16 @@ def test_each_module_has_one_group_and_the_front_end_is_judged_under_dask():
     assert targets.group_of("reference_impl/table/logical.py").impl == "reference"
 
 
+def test_a_group_judged_through_two_adapters_passes_both_to_pytest():
+    """``--impl=reference,reference-in-dask``: the coordinator's lazy-path registration is
+    reached only through the second, and a mutant either adapter fails is killed (nine
+    ``update_graph`` survivors of the eager-only slice were killed so, by hand, 2026-12-05)."""
+    group = targets.Group("g", (), "SHUF-ROWS-001", False, "reference,reference-in-dask")
+    args = group.pytest_args()
+    assert [a for a in args if a.startswith("--impl=")] == ["--impl=reference", "--impl=reference-in-dask"]
+    assert group.slice_key == "reference,reference-in-dask:SHUF-ROWS-001"
+
+
 def test_smoke_run_kills_and_resumes(tmp_path):
     """A real run of 3 mutants, then a resumed run that finds nothing left to do."""
     args = [

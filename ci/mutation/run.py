@@ -53,6 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--report", type=Path, help="write the score here (e.g. docs/mutation.md)")
     p.add_argument("--survivors", type=Path, help="write the untriaged survivors here")
     p.add_argument("--ids", help="judge with these conformance IDs instead of the group's slice (smoke runs)")
+    p.add_argument(
+        "--impl",
+        help="judge through these adapters (comma-separated) instead of the group's, e.g. "
+        "reference,reference-in-dask for code only the lazy path reaches; kept in sessions of their own",
+    )
     p.add_argument("--triage", type=Path, default=REPO / "docs" / "mutation-triage.toml")
     p.add_argument("--commit", default="HEAD", help="the commit whose code is mutated and judged")
     p.add_argument("--carry-from", help="a commit whose kills carry over (same code, a suite that only grew)")
@@ -64,14 +69,20 @@ def main(argv: list[str] | None = None) -> int:
 
     head = execute.commit(args.commit)
     groups = [g for g in GROUPS if not args.group or g.name in args.group]
-    if args.ids:
-        groups = [Group(f"{g.name}[{args.ids}]", g.modules, args.ids, g.in_process, g.impl) for g in groups]
+    if args.ids or args.impl:
+        groups = [
+            Group(
+                f"{g.name}[{args.ids or g.ids}{f' @ {args.impl}' if args.impl else ''}]",
+                g.modules, args.ids or g.ids, g.in_process, args.impl or g.impl,
+            )  # fmt: skip
+            for g in groups
+        ]
     by_module = {m: g for g in groups for m in g.modules if not args.module or m in args.module}
     modules = list(by_module)
     if args.module and len(modules) != len(args.module):
         unknown = set(args.module) - set(modules)
         raise SystemExit(f"not a mutation target: {sorted(unknown)} (targets: see ci/mutation/targets.py)")
-    root = args.dir / head[:12]
+    root = args.dir / (head[:12] if not args.impl else f"{head[:12]}-{args.impl.replace(',', '+')}")
     sessions = root / "sessions"
     workdirs = [root / f"work{i}" for i in range(max(1, args.jobs))]
 

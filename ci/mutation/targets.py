@@ -18,7 +18,7 @@ class Group:
     modules: tuple[str, ...]
     ids: str  # --conformance-ids for the slice
     in_process: bool  # the code runs in the pytest process, so line coverage selects tests
-    impl: str = "reference"  # the adapter that reaches the modules (--impl)
+    impl: str = "reference"  # the adapters that reach the modules (--impl; comma-separated)
 
     @property
     def slice_key(self) -> str:
@@ -26,7 +26,8 @@ class Group:
         return self.ids if self.impl == "reference" else f"{self.impl}:{self.ids}"
 
     def pytest_args(self) -> list[str]:
-        return [*PYTEST, f"--impl={self.impl}"]
+        """One ``--impl`` per adapter: a mutant any of them fails is killed."""
+        return [*PYTEST, *(f"--impl={impl}" for impl in self.impl.split(","))]
 
 
 # No "conformance" path here: with node ids after it, pytest would run the whole directory too.
