@@ -265,14 +265,14 @@ class TierMover:
         start = time.perf_counter()
         written: list[tuple[Any, ...]] = []
         reused: list[tuple[Record, ProxyState]] = []
-        files: dict[int, Any] = {}  # owner -> its file: peers share one
+        files: dict[Entry, Any] = {}  # owner -> its file: peers share one
         try:
             for u in group:
                 if isinstance(u, Entry) and u.is_host_value:
                     owner = self.index.owner(u)
-                    file = files.get(id(owner))
+                    file = files.get(owner)
                     if file is None:
-                        file = files[id(owner)] = self._write_host_value(owner)
+                        file = files[owner] = self._write_host_value(owner)
                     written.append((u, file))
             # Each record once: one object twice in a value, or under two keys, is one file.
             for rec in self.index.group_records(group):
