@@ -105,14 +105,22 @@ def test_one_host_object_under_two_keys_is_one_copy(impl, make_store):
     h = make_store(host_limit=n + n // 2)  # room for one copy, not two
     s = h.store
     x = bytearray(host_bytes(3, n))
+    s["first"] = x
     s["a"] = x
     s["b"] = x
-    del x
+    snap = h.check({"first", "a", "b"})
+    assert set(dict(snap.tiers).values()) == {"host"} and n <= snap.host_bytes <= n + 4096, (
+        f"one {n:,}-byte object under three keys, host limit {n + n // 2:,}: tiers "
+        f"{dict(snap.tiers)}, host_bytes {snap.host_bytes:,} (one copy fits, two do not)"
+    )
+    del s["first"]  # the key it was stored under first goes: the others still hold it, once
     snap = h.check({"a", "b"})
     assert dict(snap.tiers) == {"a": "host", "b": "host"} and n <= snap.host_bytes <= n + 4096, (
-        f"one {n:,}-byte object under two keys, host limit {n + n // 2:,}: tiers {dict(snap.tiers)}"
-        f", host_bytes {snap.host_bytes:,} (one copy fits, two do not)"
+        f"after deleting one of its three keys: tiers {dict(snap.tiers)}, host_bytes "
+        f"{snap.host_bytes:,} (the object is still held, once)"
     )
+    assert s["a"] is x and s["b"] is x
+    del x
     if "store.spill.disk" in impl.capabilities:
         s["c"] = bytearray(host_bytes(4, n))  # no room for both: the pair goes to disk
         snap = h.check({"a", "b", "c"})

@@ -145,6 +145,10 @@ def check_store(store: Any, ledger_bytes: int | None = None) -> None:
             f"{(n_queued[DEVICE], n_queued[HOST])}"
         )
         assert index.links == index.count_links(), "the link count drifted"
+        for oid, holder in index.host_objects.items():  # no deleted key or spilled value kept
+            assert index.entries.get(holder.key) is holder and id(holder.value) == oid, (
+                f"{holder.key!r}: a stale entry in the host-object lookup"
+            )
 
 
 def _known(files: dict[str, int], file: SpillFile, name: str) -> None:
