@@ -11,6 +11,7 @@ process) and faults are injected from there.
 from __future__ import annotations
 
 import concurrent.futures
+import gc
 import os
 import signal
 import threading
@@ -391,16 +392,27 @@ class ShuffleCluster:
         installed what an implementation installs once)."""
         self._surface = self.surface()
 
-    def settled(self, timeout: float = 10.0, keep: Collection[str] = ()) -> list[str] | None:
-        """Wait until nothing is left behind; the leftovers after ``timeout`` (None if clean)."""
-        deadline = time.monotonic() + timeout
+    def settled(
+        self, timeout: float = 10.0, keep: Collection[str] = (), ignore: tuple[str, ...] = ()
+    ) -> list[str] | None:
+        """Wait until nothing is left behind (but ``keep``'s tasks and what starts with one of
+        ``ignore``); the leftovers after ``timeout`` (None if clean).
+
+        Garbage is collected every second meanwhile: the client's own machinery (an erred
+        gather's coroutines) can let go of a cycle that holds input futures only after the
+        caller's collection, and the suite must not keep what the shuffle made alive."""
+        collected = time.monotonic()
+        deadline = collected + timeout
         while True:
-            left = self.leftovers(keep)
+            left = [x for x in self.leftovers(keep) if not x.startswith(ignore)]
             if not left:
                 return None
             if time.monotonic() > deadline:
                 return left
             time.sleep(0.1)
+            if time.monotonic() - collected > 1.0:
+                gc.collect()
+                collected = time.monotonic()
 
     def _phase_of(self) -> Callable[[str], str | None]:
         phase_of = getattr(self.adapter, "phase_of", None)
@@ -479,11 +491,18 @@ def call_with_timeout(fn: Callable[[], Any], timeout: float) -> Any:
     pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="conformance-shuffle")
     fut = pool.submit(fn)
     try:
-        return fut.result(timeout=timeout)
+        result = fut.result(timeout=timeout)
     except concurrent.futures.TimeoutError:
-        raise ShuffleHang(f"the shuffle did not finish within {timeout:.0f} s") from None
-    finally:
         pool.shutdown(wait=False)
+        raise ShuffleHang(f"the shuffle did not finish within {timeout:.0f} s") from None
+    except BaseException:
+        # The error reaches this thread while the pool's thread still runs the call's last
+        # lines, its frame holding ``fn`` (and so the inputs ``fn`` closes over): wait for
+        # it, so that a caller clearing the error's frames (shuffle_machine._forget) can.
+        pool.shutdown(wait=True)
+        raise
+    pool.shutdown(wait=True)
+    return result
 
 
 def for_each_case(

@@ -243,12 +243,15 @@ class ShuffleMachine(RuleBasedStateMachine):
         return run
 
     def _rekey(self, data, loaded: Loaded) -> tuple[list[str], int]:
-        """Other key columns and another ``npartitions`` for inputs already shuffled."""
+        """Other key columns and another ``npartitions`` for inputs already shuffled; never
+        a pandas index column (14.23: keys are data columns)."""
         case = loaded.case
+        index = {c for c in (case.schema.pandas_metadata or {}).get("index_columns", ()) if isinstance(c, str)}
         names = [
             f.name
             for f in case.schema
-            if self.nulls or all(t.column(f.name).null_count == 0 for t in case.tables)
+            if f.name not in index
+            and (self.nulls or all(t.column(f.name).null_count == 0 for t in case.tables))
         ]
         on = data.draw(st.lists(st.sampled_from(names), min_size=1, max_size=3, unique=True))
         n = data.draw(st.integers(1, case.num_rows + 3), label="npartitions")
@@ -507,12 +510,7 @@ class ShuffleMachine(RuleBasedStateMachine):
     def _left(self, timeout: float) -> list[str] | None:
         tasks, files = self.inherited
         skip = tuple(f"file {os.path.relpath(p, self.c.spill_dir)} (" for p in files)
-        deadline = time.monotonic() + timeout
-        while True:
-            left = [x for x in self.c.leftovers([*self._kept(), *tasks]) if not x.startswith(skip)]
-            if not left or time.monotonic() > deadline:
-                return left or None
-            time.sleep(0.1)
+        return self.c.settled(timeout, keep=[*self._kept(), *tasks], ignore=skip)
 
     def teardown(self) -> None:
         """14.11 once the inputs are let go, after a clean last step (after a failure the

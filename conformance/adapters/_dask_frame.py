@@ -129,13 +129,17 @@ class DaskFrameShuffle:
         # Streamed back: each output is fetched as it completes and released at once, as a
         # downstream consumer would take it. Gathering all at the end would hold every output
         # on the workers together (4x the budget per worker in the memory tests), which
-        # measures the return path, not the shuffle.
+        # measures the return path, not the shuffle. Fetched straight from the worker
+        # (direct=True): through the scheduler, which speaks pickle protocol 4 to every
+        # worker, a pandas output is pickled in band, a transient buffer of about 2.5x the
+        # output on the worker (SHUF-BOUND-003's RSS), where direct comms use protocol 5 and
+        # send its buffers as they are.
         where = {f.key: i for i, f in enumerate(futures)}
         pending = distributed.as_completed(futures, loop=env.client.loop)
         del futures
         outputs: list[Any] = [None] * len(where)
         for future in pending:
-            got = future.result()
+            got = env.client.gather(future, direct=True)
             outputs[where[future.key]] = got if fn is not None else to_arrow(got, schema)
             del future, got
         return outputs

@@ -143,9 +143,22 @@ def to_table(df: Any, meta: Any, schema: pa.Schema, partition: int) -> Any:
     carried dtypes (``meta``'s) as their carriers."""
     from reference_impl.table import Table
 
-    device = worker_device(_on_a_worker(f"input partition {partition}"))
+    rows = to_transfer_input(df, meta, schema, partition)
+    if isinstance(rows, pa.Table):
+        return Table.from_arrow(rows, worker_device(_on_a_worker(f"input partition {partition}")))
+    return rows
+
+
+def to_transfer_input(df: Any, meta: Any, schema: pa.Schema, partition: int) -> Any:
+    """Task: input partition ``partition`` as a transfer takes it. A cuDF frame is on the
+    device already: a Table. A pandas frame becomes Arrow in host memory, with ``schema``
+    and its carried dtypes as their carriers; the transfer moves it to the device a chunk
+    at a time, so a whole input is never on the device outside the store."""
+    worker = _on_a_worker(f"input partition {partition}")
     if _is_cudf(df):
-        return Table.from_cudf(df, device)
+        from reference_impl.table import Table
+
+        return Table.from_cudf(df, worker_device(worker))
     extra = [str(c) for c in df.columns if str(c) not in schema.names]
     if extra:
         raise TypeError(f"input partition {partition} has columns meta lacks: {', '.join(extra)}")
@@ -153,10 +166,9 @@ def to_table(df: Any, meta: Any, schema: pa.Schema, partition: int) -> Any:
     if not all(isinstance(c, str) for c in df.columns):  # Arrow names fields by str(label)
         df = df.set_axis([str(c) for c in df.columns], axis=1)
     try:
-        arrow = pa.Table.from_pandas(df, schema=schema, preserve_index=_has_index(schema))
+        return pa.Table.from_pandas(df, schema=schema, preserve_index=_has_index(schema))
     except (pa.ArrowException, KeyError, TypeError, ValueError) as exc:
         raise TypeError(_cast_error(df, schema, partition, exc)) from None
-    return Table.from_arrow(arrow, device)
 
 
 def _cast_error(df: Any, schema: pa.Schema, partition: int, exc: Exception) -> str:

@@ -31,7 +31,7 @@ from dask.utils import get_default_shuffle_method
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from .barrier import barrier
-from .frames import arrow_schema_of, check_frame_schema, to_frame, to_table
+from .frames import arrow_schema_of, check_frame_schema, to_frame, to_transfer_input
 from .spec import KEY_PREFIX, ShuffleSpec
 from .transfer import transfer
 from .unpack import unpack
@@ -210,7 +210,8 @@ class DeviceShuffle(SimpleShuffle):
             # output cast to meta inside its unpack: no device Table is ever a task's result,
             # which another worker could fetch (in-process workers share a process, so a
             # fetched Table would land on the sender's device, not the receiver's).
-            table = Task(f"{shuffle_id}-table-{i}", to_table, self._input(i), meta, schema, i)
+            # (a pandas partition as host Arrow: the transfer moves it a chunk at a time)
+            table = Task(f"{shuffle_id}-table-{i}", to_transfer_input, self._input(i), meta, schema, i)
             sent = Task(f"{shuffle_id}-transfer-{i}", transfer, spec, [i], table)
             dsk[sent.key] = sent
             transfers.append(sent.ref())

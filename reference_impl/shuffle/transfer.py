@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import distributed
+import pyarrow as pa
 from distributed.exceptions import Reschedule
 from distributed.protocol.serialize import dask_deserialize, dask_serialize
 
@@ -106,7 +107,9 @@ def transfer(spec: ShuffleSpec, indices: list[int], *inputs: Any) -> dict:
     try:
         for index, value in zip(indices, inputs, strict=True):
             run.check()
-            if not isinstance(value, Table):  # a proxy answers for its Table, unspilling nothing
+            # a proxy answers for its Table, unspilling nothing; Arrow in host memory (dask's
+            # pandas partitions, frames.to_transfer_input) goes to the device a chunk at a time
+            if not isinstance(value, (Table, pa.Table)):
                 raise ShuffleError(
                     spec.id, "transfer", me, f"input {index} is a {type(value).__name__}"
                 )
@@ -146,16 +149,21 @@ def _partition_and_send(
 ) -> None:
     """Partition rows ``start:stop`` of the input, pack the partitions to host (then let
     go of the input and the partitions), keep or send the shards. Room is made for the
-    partitioned copy; the input itself is the store's (read back if it spilled)."""
+    partitioned copy; the input itself is the store's (read back if it spilled), or, for a
+    host input, the chunk's copy on the device is made room for too."""
     npartitions, placement, wanted = spec.npartitions, spec.placement, spec.wanted
     me = ext.worker.address
     total = value.num_rows  # from the proxy's metadata: no unspill yet
     stop = min(stop, total)
     nbytes = value.nbytes * (stop - start) // max(total, 1)
     # the partitioned copy, the kernels' row ids and per-partition counts
-    with ext.room(nbytes + ROW_OVERHEAD * (stop - start) + 16 * npartitions):
-        table = unwrap(value)
-        rows_in = table.slice(start, stop)
+    host = isinstance(value, pa.Table)
+    with ext.room((1 + host) * nbytes + ROW_OVERHEAD * (stop - start) + 16 * npartitions):
+        if host:
+            table = rows_in = Table.from_arrow(value.slice(start, stop - start), ext.device)
+        else:
+            table = unwrap(value)
+            rows_in = table.slice(start, stop)
         if spec.shuffle.destination:
             grouped, offsets = partition_by_destination(rows_in, spec.on[0], npartitions, keep=False)
         else:

@@ -104,6 +104,38 @@ def test_each_transfer_assigns_the_partitions_column_itself(dask_cluster):
         assert {dask.utils.key_split(d) for d in t.dependencies} == {"frompandas"}, t.dependencies
 
 
+def _reset_device_peak(dask_worker) -> int:
+    dask_worker.data.device.reset_peak()
+    return dask_worker.data.device.bytes_in_use()
+
+
+def _device_peak(dask_worker) -> int:
+    return dask_worker.data.device.peak_bytes()
+
+
+def test_a_pandas_input_goes_to_the_device_a_chunk_at_a_time(tmp_path):
+    """A pandas partition is no Table in the store: made one whole inside its transfer, it
+    sat on the device outside the budget, next to its partitioned chunks. Each transfer now
+    takes it as host Arrow and moves one chunk (a quarter of the device limit) at a time, so
+    the device's peak, read from its ledger, stays well under one input."""
+    rows, n_inputs = 131_072, 3  # 2 MiB inputs (two 8-byte columns), a 1 MiB device limit
+    pdf = pd.DataFrame({"k": np.arange(rows * n_inputs) % 997, "x": np.arange(rows * n_inputs) * 0.5})
+    input_bytes = 16 * rows
+    with (
+        cluster(tmp_path, device_memory_limit="1 MiB", memory_limit="256 MiB") as c,
+        distributed.Client(c) as client,
+    ):
+        in_dask.install(client)
+        before = client.run(_reset_device_peak)
+        with in_dask.device_shuffle(client):
+            got = dd.from_pandas(pdf, npartitions=n_inputs, sort=False).shuffle("k", npartitions=24).compute()
+        peaks = {w: p - before[w] for w, p in client.run(_device_peak).items()}
+        pd.testing.assert_frame_equal(got.sort_index(), pdf)
+        assert all(0 < p < input_bytes // 2 for p in peaks.values()), (
+            f"device peaks {peaks} against inputs of {input_bytes:,} bytes"
+        )
+
+
 def test_the_destinations_are_not_carried(dask_cluster):
     """Every row of output i holds i in ``_partitions``: the shuffle's schema lacks it (no
     shard holds or sends it, 8 bytes a row), and each unpack restores it where meta has it

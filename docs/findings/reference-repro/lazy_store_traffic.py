@@ -1,6 +1,6 @@
 """What a worker's store does during SHUF-BOUND-003's shuffle, and what it holds at the
-worker's RSS peak: the figures behind "Open: reference-in-dask, RSS of the front end's pandas
-partitions" in docs/findings/reference.md.
+worker's RSS peak: the figures behind "reference-in-dask, SHUF-BOUND-003" in
+docs/findings/reference.md.
 
 The suite's own cluster (``ShuffleCluster``: 2 workers, 1 MiB device and 2 MiB host limit
 each, the workers' allocators set to give freed memory back), 12 inputs of 2 MiB into 12
