@@ -35,7 +35,7 @@ SHUFFLE_CAPABILITIES: dict[str, str] = {
     "shuffle.bounded": "peak memory per worker <= memory_budget + the largest partition",
     "shuffle.spill": "with data several times the aggregate budget, shards spill",
     "shuffle.nulls": "null keys are shuffled (all to one partition), not rejected",
-    "shuffle.faults.worker": "a worker killed mid-shuffle gives a correct result or a clear error",
+    "shuffle.faults.worker": "a worker killed mid-shuffle gives a correct result or a clear error, inputs lost with it too (14.5, 14.24)",
     "shuffle.faults.recover": "a worker killed mid-shuffle, once or again in the restart: the correct result",
     "shuffle.checks": "bad arguments raise a clear error before any data moves",
     "shuffle.dtypes": "dictionary, decimal, date, time and halffloat columns shuffle exactly (14.22)",

@@ -16,6 +16,7 @@ import os
 import signal
 import threading
 import time
+import traceback
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -137,13 +138,16 @@ class PhaseKiller(SchedulerPlugin):
     n: int = 1
     done: set[str] = field(default_factory=set)
     name: str = "conformance-phase-killer"
+    victim: str | None = None  # kill this worker instead of the task's holder
 
     def transition(self, key, start, finish, *args, **kwargs) -> None:
         if self.fired or finish != "memory" or self.phase_of(str(key)) != self.phase:
             return
         self.done.add(str(key))
         ts = self.scheduler.tasks.get(key)
-        if len(self.done) >= self.n and ts is not None and ts.who_has:
+        if self.victim is not None:
+            self._kill(key, self.victim)
+        elif len(self.done) >= self.n and ts is not None and ts.who_has:
             self._kill(key, min(ws.address for ws in ts.who_has))
 
     def _kill(self, key: Any, worker: str | None) -> None:
@@ -424,10 +428,13 @@ class ShuffleCluster:
         self.cluster.scheduler.add_plugin(killer, name=f"{killer.name}-{killer.phase}")
         return killer
 
-    def kill_in(self, phase: str) -> PhaseKiller:
-        """Arm a killer for the holder of the next shuffle's first task of ``phase`` to finish."""
+    def kill_in(self, phase: str, victim: str | None = None) -> PhaseKiller:
+        """Arm a killer for the holder of the next shuffle's first task of ``phase`` to finish
+        (or for ``victim``, as that task finishes)."""
         scheduler = self.cluster.scheduler
-        return self._arm(PhaseKiller(phase, self._phase_of(), self.worker_pids(), scheduler=scheduler))
+        return self._arm(
+            PhaseKiller(phase, self._phase_of(), self.worker_pids(), scheduler=scheduler, victim=victim)
+        )
 
     def kill_after(self, phase: str, n: int) -> PhaseKiller:
         """Arm a killer for the worker holding the ``n``-th task of ``phase`` to finish."""
@@ -483,6 +490,17 @@ def load_inputs(adapter: Any, env: Any, client: Any, tables: Sequence[Any], time
         with client.as_current():
             distributed.wait(futures, timeout=timeout)
     return inputs
+
+
+def forget_error(exc: BaseException) -> None:
+    """An error's frames hold the inputs (and the client the erred outputs): drop them, the
+    whole chain's, so that what the shuffle made can go (the suite must not keep it alive)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        traceback.clear_frames(exc.__traceback__)
+        exc = exc.__cause__ or exc.__context__
+    gc.collect()
 
 
 def call_with_timeout(fn: Callable[[], Any], timeout: float) -> Any:

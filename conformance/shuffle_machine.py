@@ -19,7 +19,6 @@ import gc
 import os
 import re
 import time
-import traceback
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -39,7 +38,7 @@ from hypothesis.stateful import (
 
 from . import shuffle_faults as faults
 from .rich_tables import describe, rich_cases
-from .shuffle_harness import SHUFFLE_TIMEOUT, ShuffleHang
+from .shuffle_harness import SHUFFLE_TIMEOUT, ShuffleHang, forget_error
 from .shuffle_judge import Landing, error_names, field_metadata_kept, outcome_problems
 from .tables import ShuffleCase, uniform_case
 
@@ -106,17 +105,6 @@ class Loaded:
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         p.text(repr(self))
-
-
-def _forget(exc: BaseException) -> None:
-    """An error's frames hold the inputs (and the client the erred outputs): drop them, the
-    whole chain's, so that what the shuffle made can go (the suite must not keep it alive)."""
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        traceback.clear_frames(exc.__traceback__)
-        exc = exc.__cause__ or exc.__context__
-    gc.collect()
 
 
 def _step(fn):
@@ -346,7 +334,7 @@ class ShuffleMachine(RuleBasedStateMachine):
             raise
         except Exception as exc:
             ok = error_names(exc, pattern)
-            _forget(exc)
+            forget_error(exc)
             assert ok, f"14.12: the error for a bad {kind} does not name it ({pattern})"
         else:
             raise AssertionError(f"14.12: a bad {kind} (on={on}, npartitions={n!r}) did not raise")
@@ -458,18 +446,18 @@ class ShuffleMachine(RuleBasedStateMachine):
         text = f"{type(exc).__name__}: {exc}"
         self.after_error = True
         if not exercised or kind == "stall":
-            _forget(exc)
+            forget_error(exc)
             raise AssertionError(f"the shuffle failed ({name} {'did not fire' if not exercised else 'only delays'}): {text}")
         if kind == "kill" and self.w.has("shuffle.faults.recover"):
-            _forget(exc)
+            forget_error(exc)
             raise AssertionError(f"14.5: shuffle.faults.recover is declared, yet {name} failed it: {text}")
         if kind == "kill":  # 14.5: the error names the phase or the lost worker
             host_port = killer.fired[0][1].rsplit("//", 1)[-1]
             ok = error_names(exc, re.escape(phase), re.escape(host_port))
-            _forget(exc)
+            forget_error(exc)
             assert ok, f"14.5: after a kill in {phase} the error names neither it nor {host_port}: {text}"
         else:
-            _forget(exc)
+            forget_error(exc)
         self.w.outcomes[f"error after {name}"] += 1
 
     @_fair("release_inputs")

@@ -6,11 +6,19 @@ that did not happen is 'not exercised', never a pass."""
 
 from __future__ import annotations
 
+import distributed
 import pytest
 
 from conformance import conformance_id, not_exercised, requires
 from conformance import shuffle_oracle as oracle
-from conformance.shuffle_harness import SHUFFLE_TIMEOUT, ShuffleHang, remove_files
+from conformance.api import WorkerTables
+from conformance.shuffle_harness import (
+    SHUFFLE_TIMEOUT,
+    ShuffleHang,
+    call_with_timeout,
+    forget_error,
+    remove_files,
+)
 from conformance.tables import mixed_case, uniform_case
 
 
@@ -90,6 +98,55 @@ def test_second_worker_killed_during_the_restart(impl, make_shuffle_cluster, rec
     problems = oracle.check(case, run.outputs)
     assert not problems, "after two workers died in turn in transfer: " + "; ".join(problems)
     record_detail(f"correct in {run.seconds:.1f} s")
+
+
+@conformance_id("SHUF-FAULT-006", clause=("14.24", "14.11"))
+@requires("shuffle", "shuffle.faults.worker")
+def test_inputs_lost_beyond_recovery(impl, make_shuffle_cluster, record_detail):
+    """Half the inputs made from tables scattered to one worker, which the suite kills as
+    the transfer phase's first task finishes: nothing can compute them again."""
+    cluster = make_shuffle_cluster()
+    if not getattr(cluster.adapter, "accepts_worker_tables", False):
+        not_exercised("the adapter's load_inputs takes no tables already on the workers")
+    nulls = "shuffle.nulls" in impl.capabilities
+    cluster.run(mixed_case(0, 2, 50, 2, nulls=nulls))  # warm: the phase must be the shuffle's
+    case = mixed_case(3, n_inputs=8, rows_per_input=2_000, npartitions=8, nulls=nulls)
+    spared, victim = sorted(cluster.worker_pids())
+    client = cluster.client
+    placed = [client.scatter(t, workers=[victim if i % 2 else spared], hash=False) for i, t in enumerate(case.tables)]
+    lost = [str(f.key) for f in placed[1::2]]
+    made = WorkerTables(placed)
+    made.schema = case.schema
+    load = cluster.adapter.load_inputs
+    inputs = call_with_timeout(lambda tables=made: load(tables, cluster.env), SHUFFLE_TIMEOUT)
+    with client.as_current():
+        distributed.wait(distributed.futures_of(inputs), timeout=SHUFFLE_TIMEOUT)
+    del made  # the caller holds the scattered tables (``placed``): they live only there
+    killer = cluster.kill_in("transfer", victim=victim)
+    try:
+        run = cluster.shuffle(inputs, case.on, case.npartitions)
+    except ShuffleHang:
+        raise
+    except Exception as exc:
+        if not killer.fired:
+            pytest.fail(f"the shuffle failed before the kill: {exc!r}")
+        text = str(exc)
+        named = ["transfer", victim.rsplit("//", 1)[-1], *lost]
+        assert any(n in text for n in named), (
+            f"the error names neither the transfer phase, the killed worker {victim} nor a "
+            f"lost input ({', '.join(lost)}): {exc!r}"
+        )
+        record_detail(f"error: {type(exc).__name__}")
+        forget_error(exc)
+    else:
+        if not killer.fired:
+            not_exercised("the killer never fired (armed for the transfer phase's first task)")
+        problems = oracle.check(case, run.outputs)
+        assert not problems, "after the only copy of some inputs was lost: " + "; ".join(problems)
+        record_detail(f"correct in {run.seconds:.1f} s")
+    del inputs, placed
+    left = cluster.settled()
+    assert left is None, "14.11: left behind after the inputs were released: " + "; ".join(left)
 
 
 @conformance_id("SHUF-FAULT-003", clause="14.14")

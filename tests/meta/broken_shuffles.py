@@ -753,6 +753,18 @@ class RecoversOnlyOnce(_BrokenShuffle):
     max_restarts = 1
 
 
+# 28 ----------------------------------------------------------------------------- 14.24
+class SkipsLostInputs(PartialAfterWorkerLoss):
+    """Recovers from a lost worker as the reference does, but when inputs were lost with it
+    for good (scattered there), returns what the other inputs made instead of an error: the
+    lost rows silently vanish."""
+
+    name = "broken-shuffle-skips-lost-inputs"
+    violates = ("14.24", "14.1")
+    max_restarts = None  # the reference's own: a lost worker whose inputs survive restarts it
+    error_word = "lived only on the worker"
+
+
 # 27 ----------------------------------------------------------------------------- 14.22
 def _decimals_through_float(table: Any, on: Sequence[str] = ()) -> Any:
     """The output with its decimals gone through float64 (as pandas turns Decimal objects
@@ -956,6 +968,7 @@ EXPECTED: dict[str, tuple[type, str]] = {
     "ignores_offsets": (IgnoresArrayOffsets, "SHUF-ROWS-001"),
     "null_lists_as_empty": (NullListsAsEmpty, "SHUF-DTYPE-003"),
     "renumbers_the_index": (RenumbersTheIndex, "SHUF-INDEX-001"),
+    "skips_lost_inputs": (SkipsLostInputs, "SHUF-FAULT-006"),
 }
 
 for _attr, (_cls, _cid) in EXPECTED.items():
