@@ -215,6 +215,11 @@ def _reconciled(values: pd.Series, want: Any, name: Any) -> pd.Series:
     from pandas.core.dtypes.cast import find_common_type
 
     try:
+        if values.hasnans and isinstance(want, np.dtype) and want.kind in "biu":
+            # a numpy bool or int cannot hold a missing value: object -> bool would turn
+            # None into False without an error (an outer merge's unmatched rows, dask's meta
+            # saying bool), so the missing values decide the type, as P2P's rule does
+            raise TypeError(f"{values.isna().sum()} missing values")
         return values.astype(want)
     except (TypeError, ValueError) as first:
         common = find_common_type([values.dtype, want])

@@ -279,6 +279,23 @@ def test_nulls_meta_int_cannot_hold_come_back_as_the_common_type(dask_cluster, s
     assert got["b"].dtype == np.float64 and got["b"].isna().sum() == 2
 
 
+def test_missing_values_in_a_column_meta_says_is_bool_stay_missing(dask_cluster, seen):
+    """An outer merge's unmatched rows are missing in a bool column (dask's meta: bool; the
+    partitions: object). Cast to meta's bool, None became False without an error, so a
+    groupby after the merge counted them as False (dask's test_shuffle_nulls_introduced)."""
+    _, client = dask_cluster
+    left = pd.DataFrame({"a": [True, False] * 5, "b": range(10)})
+    right = pd.DataFrame({"b": [2, 3, 50], "c": [1, 2, 3]})
+    joined = dd.from_pandas(left, npartitions=2).merge(dd.from_pandas(right, npartitions=1), how="outer", on="b")
+    assert joined._meta["a"].dtype == np.bool_  # dask's meta: bool, the values hold None
+    with in_dask.device_shuffle(client):
+        got = joined.shuffle("a", npartitions=3).compute()
+    assert seen.barriers, "the computation did not reach the device shuffle"
+    want = left.merge(right, how="outer", on="b")
+    assert got["a"].isna().sum() == want["a"].isna().sum() == 1
+    assert (got["a"] == False).sum() == (want["a"] == False).sum()  # noqa: E712 - values, not identity
+
+
 def test_a_partition_that_does_not_match_meta_names_the_column(dask_cluster):
     _, client = dask_cluster
     part = pd.DataFrame({"k": [1, 2]})
