@@ -516,7 +516,7 @@ def call_with_timeout(fn: Callable[[], Any], timeout: float) -> Any:
     except BaseException:
         # The error reaches this thread while the pool's thread still runs the call's last
         # lines, its frame holding ``fn`` (and so the inputs ``fn`` closes over): wait for
-        # it, so that a caller clearing the error's frames (shuffle_machine._forget) can.
+        # it, so that a caller clearing the error's frames (forget_error) can.
         pool.shutdown(wait=True)
         raise
     pool.shutdown(wait=True)

@@ -131,7 +131,7 @@ class DaskFrameShuffle:
         # on the workers together (4x the budget per worker in the memory tests), which
         # measures the return path, not the shuffle. Fetched straight from the worker
         # (direct=True): through the scheduler, which speaks pickle protocol 4 to every
-        # worker, a pandas output is pickled in band, a transient buffer of about 2.5x the
+        # worker, a pandas output is pickled in band, a transient buffer of about 3.5x the
         # output on the worker (SHUF-BOUND-003's RSS), where direct comms use protocol 5 and
         # send its buffers as they are.
         where = {f.key: i for i, f in enumerate(futures)}

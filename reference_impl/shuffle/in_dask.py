@@ -206,11 +206,11 @@ class DeviceShuffle(SimpleShuffle):
         dsk: dict = {}
         transfers = []
         for i in range(self.frame.npartitions):
-            # The Table is made inside the transfer task (a nested task, inlined), and the
-            # output cast to meta inside its unpack: no device Table is ever a task's result,
-            # which another worker could fetch (in-process workers share a process, so a
-            # fetched Table would land on the sender's device, not the receiver's).
-            # (a pandas partition as host Arrow: the transfer moves it a chunk at a time)
+            # Each partition becomes the transfer's input inside the transfer task (a nested
+            # task, inlined): a pandas partition as host Arrow, which the transfer moves to the
+            # device a chunk at a time. The output is cast to meta inside its unpack. No device
+            # Table is ever a task's result, which another worker could fetch (in-process
+            # workers share a process, so a fetched Table would land on the sender's device).
             table = Task(f"{shuffle_id}-table-{i}", to_transfer_input, self._input(i), meta, schema, i)
             sent = Task(f"{shuffle_id}-transfer-{i}", transfer, spec, [i], table)
             dsk[sent.key] = sent
