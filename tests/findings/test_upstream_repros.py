@@ -25,6 +25,7 @@ REPORTS = {  # report -> (its patch, the package the patch applies to, its repro
     "dask-bool-pyarrow-partitioning": ("dask", REPRO / "dask_bool_pyarrow_merge.py"),
     "zict-buffer-races": ("zict", None),
     "distributed-p2p-missing-shards": ("distributed", REPRO / "p2p_missing_shards.py"),
+    "distributed-scheduler-pickle-protocol": ("distributed", REPRO / "distributed_gather_pickle4.py"),
 }
 
 
@@ -149,3 +150,26 @@ def test_zict_report_inline_hook_loses_the_new_value():
 
     exec(compile(code, "zict-buffer-races.md", "exec"), {"assert_lost": assert_lost})
     assert lost == [True], "buf['k'] no longer raises KeyError after the forced interleaving"
+
+
+# ------------------------------------------------------------------ 4. distributed's scheduler
+def _gather_peaks(proc: subprocess.CompletedProcess) -> dict[str, float]:
+    """'through' and 'direct': the worker's traced peak, in results."""
+    peaks = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith("gathered "):
+            peaks[line.split()[1]] = float(line.rsplit("peak ", 1)[1].split("x")[0])
+    assert set(peaks) == {"through", "direct"}, proc.stdout + proc.stderr[-3000:]
+    return peaks
+
+
+def test_a_gather_through_the_scheduler_pickles_the_result_in_band():
+    peaks = _gather_peaks(_run(REPRO / "distributed_gather_pickle4.py"))
+    assert peaks["through"] > 2.0 and peaks["direct"] < 0.5, peaks
+
+
+@pytest.mark.slow
+def test_scheduler_patch_gathers_out_of_band(tmp_path):
+    path = _patched(tmp_path, "distributed", "distributed-scheduler-pickle-protocol")
+    peaks = _gather_peaks(_run(REPRO / "distributed_gather_pickle4.py", path=path))
+    assert peaks["through"] < 0.5 and peaks["direct"] < 0.5, peaks

@@ -1,0 +1,37 @@
+"""A worker's memory while a client gathers one pandas result through the scheduler
+(distributed's default for a client outside the cluster) and directly from the worker."""
+
+import tracemalloc
+
+import distributed
+import numpy as np
+import pandas as pd
+
+
+def make_frame():  # 2.67 MiB, three Arrow-backed columns
+    n = 116_508
+    frame = pd.DataFrame({"a": np.arange(n), "b": np.arange(n) * 0.5, "c": np.arange(n)})
+    return frame.convert_dtypes(dtype_backend="pyarrow")
+
+
+def start_tracing():
+    tracemalloc.start()
+
+
+def traced_peak():
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak
+
+
+if __name__ == "__main__":
+    with distributed.LocalCluster(n_workers=1, dashboard_address=":0") as cluster:
+        with distributed.Client(cluster) as client:
+            result = client.submit(make_frame)
+            size = result.result().memory_usage().sum()
+            for direct in (False, True):
+                client.run(start_tracing)
+                client.gather(result, direct=direct)
+                (peak,) = client.run(traced_peak).values()
+                how = "direct from the worker   " if direct else "through the scheduler    "
+                print(f"gathered {how}: worker peak {peak / size:.1f}x the result")
