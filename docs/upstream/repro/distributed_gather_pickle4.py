@@ -25,13 +25,15 @@ def traced_peak():
 
 
 if __name__ == "__main__":
-    with distributed.LocalCluster(n_workers=1, dashboard_address=":0") as cluster:
-        with distributed.Client(cluster) as client:
-            result = client.submit(make_frame)
-            size = result.result().memory_usage().sum()
-            for direct in (False, True):
-                client.run(start_tracing)
-                client.gather(result, direct=direct)
-                (peak,) = client.run(traced_peak).values()
-                how = "direct from the worker   " if direct else "through the scheduler    "
-                print(f"gathered {how}: worker peak {peak / size:.1f}x the result")
+    with (
+        distributed.LocalCluster(n_workers=1, dashboard_address=":0") as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        result = client.submit(make_frame)
+        size = result.result().memory_usage().sum()
+        for direct in (False, True):
+            client.run(start_tracing)
+            client.gather(result, direct=direct)
+            (peak,) = client.run(traced_peak).values()
+            how = "direct from the worker   " if direct else "through the scheduler    "
+            print(f"gathered {how}: worker peak {peak / size:.1f}x the result")
