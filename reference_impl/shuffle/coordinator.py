@@ -105,6 +105,8 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
         # input fails at once: the removal forgets it, and every task that needs it.
         self._pending: set[str] = set()  # shuffles to restart
         self._failing: dict[str, tuple[ShuffleError, str]] = {}  # shuffles to fail: (error, stimulus)
+        # outputs of a shuffle failed for lost inputs -> the clients that want them
+        self._told: dict[str, dict[Any, list[str]]] = {}
 
     @property
     def active(self) -> dict[str, ShuffleRecord]:
@@ -348,6 +350,7 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
             )  # fmt: skip
             self._fail(shuffle, exc, stimulus)  # now: the removal forgets the scattered data
             self._failing[shuffle.id] = (exc, stimulus)  # and after it, for what it undid
+            self._told[shuffle.id] = self._wanted_downstream(shuffle)
         elif involved and len(shuffle.losses) > shuffle.max_restarts:
             exc = ShuffleError(
                 shuffle.id, phase, worker,
@@ -386,6 +389,7 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
                 self._fail(shuffle, exc, stimulus)
             elif shuffle is not None and shuffle.failure is exc:
                 self._err_unbuilt(shuffle, exc, stimulus)
+            self._tell_forgotten(exc, self._told.pop(sid, {}))
         pending, self._pending = self._pending, set()
         for sid in sorted(pending):
             shuffle = self.shuffles.get(sid)
@@ -492,6 +496,40 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
                 self._err(ts, ShuffleError(
                     shuffle_id, shuffle.phase, gone[0], f"the worker left the cluster; {ts.key} was pinned to it"
                 ), stimulus_id)  # fmt: skip
+
+    def _wanted_downstream(self, shuffle: ShuffleRecord) -> dict[Any, list[str]]:
+        """The outputs and the tasks made from them (in dask's graph: its aliases and
+        projections) that a client wants: key -> those clients."""
+        tasks = self.scheduler.tasks
+        stack = [ts for k in shuffle.unpacks if (ts := tasks.get(k)) is not None]
+        seen = {ts.key for ts in stack}
+        wanted: dict[Any, list[str]] = {}
+        while stack:
+            ts = stack.pop()
+            if ts.who_wants:
+                wanted[ts.key] = [c.client_key for c in ts.who_wants]
+            for dts in ts.dependents:
+                if dts.key not in seen:
+                    seen.add(dts.key)
+                    stack.append(dts)
+        return wanted
+
+    def _tell_forgotten(self, exc: ShuffleError, wanted: dict[Any, list[str]]) -> None:
+        """Outputs (or tasks made from them) the removal forgot, their inputs' data lost: each
+        client that wanted one hears ``exc`` for it, after the scheduler's 'cancelled: already forgotten' and in the
+        same batch, so the client's future ends erred with the reason, not cancelled with none.
+        (A barrier still processing on the lost worker is released by the removal, which
+        undoes the error given before it, and then forgets it with every output.)"""
+        error = pickle.dumps(exc)
+        for key, clients in wanted.items():
+            ts = self.scheduler.tasks.get(key)
+            if ts is not None and ts.state != "forgotten":
+                continue
+            msg = {"op": "task-erred", "key": key, "exception": error, "traceback": None}
+            for client in clients:
+                comm = self.scheduler.client_comms.get(client)
+                if comm is not None:
+                    comm.send(msg)
 
     def _err(self, ts: Any, exc: ShuffleError, stimulus_id: str) -> None:
         """``ts`` errs with ``exc``, and its dependents with it (as a failed task's do)."""

@@ -246,6 +246,31 @@ def test_an_input_scattered_only_to_the_lost_worker_gives_a_clear_error(restart_
     assert_clean(client, timeout=30)
 
 
+def test_lost_inputs_are_named_when_the_barrier_was_running_on_the_lost_worker(restart_cluster):
+    """Both workers hold inputs made from data scattered to them, and the worker the barrier
+    is sent to is killed as it gets it. The coordinator errs the shuffle as the removal
+    starts, but the removal then releases the barrier (it was processing there), undoing
+    that error, and forgets it and every output with the lost data: the client's futures
+    were cancelled 'already forgotten', naming nothing (4 of 10 runs of SHUF-FAULT-006
+    under load). The coordinator now tells each client that wanted an output the error."""
+    c, client = restart_cluster
+    a, b = sorted(client.scheduler_info()["workers"])
+    tables = [arrow_input(s) for s in range(4)]
+    scattered = [client.scatter(t, workers=[w]) for t, w in zip(tables, (a, b, a, b), strict=True)]
+    inputs = [client.submit(to_device, f, workers=[w], pure=False) for f, w in zip(scattered, (a, b, a, b), strict=True)]
+    distributed.wait(inputs)
+    killer = _arm(c, client, "barrier", when="processing")
+    outs = shuffle(client, inputs, "k", 4)
+    with pytest.raises(ShuffleError) as info:
+        client.gather(outs)
+    assert len(killer.fired) == 1, "the killer never fired"
+    text = str(info.value)
+    assert "lived only on the worker" in text and killer.fired[0].rsplit("//", 1)[-1] in text, text
+    _release(info.value)
+    del outs, info, scattered, inputs
+    assert_clean(client, timeout=30)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("limit", [0, 1])
 def test_losses_past_max_restarts_name_every_loss_in_order(restart_cluster, limit):
