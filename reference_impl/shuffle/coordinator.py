@@ -104,9 +104,9 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
         # task erred here, and a lost output has no memory -> erred). Only a lost scattered
         # input fails at once: the removal forgets it, and every task that needs it.
         self._pending: set[str] = set()  # shuffles to restart
-        self._failing: dict[str, tuple[ShuffleError, str]] = {}  # shuffles to fail: (error, stimulus)
-        # outputs of a shuffle failed for lost inputs -> the clients that want them
-        self._told: dict[str, dict[Any, list[str]]] = {}
+        # shuffles to fail: (error, stimulus, the keys made from their outputs -> the clients
+        # that want them, told the error if the removal forgets them: lost inputs only)
+        self._failing: dict[str, tuple[ShuffleError, str, dict[Any, list[str]]]] = {}
 
     @property
     def active(self) -> dict[str, ShuffleRecord]:
@@ -349,15 +349,15 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
                 "to several workers, or pass a dask collection",
             )  # fmt: skip
             self._fail(shuffle, exc, stimulus)  # now: the removal forgets the scattered data
-            self._failing[shuffle.id] = (exc, stimulus)  # and after it, for what it undid
-            self._told[shuffle.id] = self._wanted_downstream(shuffle)
+            # and after it, for what it undid
+            self._failing[shuffle.id] = (exc, stimulus, self._wanted_downstream(shuffle))
         elif involved and len(shuffle.losses) > shuffle.max_restarts:
             exc = ShuffleError(
                 shuffle.id, phase, worker,
                 f"{shuffle.losses_text()}; no restart left (reference-impl.shuffle.max-restarts "
                 f"is {shuffle.max_restarts})",
             )  # fmt: skip
-            self._failing[shuffle.id] = (exc, stimulus)
+            self._failing[shuffle.id] = (exc, stimulus, {})
         elif involved:
             self._pending.add(shuffle.id)
 
@@ -383,13 +383,13 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
     def remove_worker(self, scheduler: Any, worker: str, *, stimulus_id: str, **kwargs: Any) -> None:
         """After the removal's own transitions: fail or restart the shuffles it ended."""
         failing, self._failing = self._failing, {}
-        for sid, (exc, stimulus) in sorted(failing.items()):
+        for sid, (exc, stimulus, wanted) in sorted(failing.items()):
             shuffle = self.shuffles.get(sid)
             if shuffle is not None and shuffle.failure is None:
                 self._fail(shuffle, exc, stimulus)
             elif shuffle is not None and shuffle.failure is exc:
                 self._err_unbuilt(shuffle, exc, stimulus)
-            self._tell_forgotten(exc, self._told.pop(sid, {}))
+            self._tell_forgotten(exc, wanted)
         pending, self._pending = self._pending, set()
         for sid in sorted(pending):
             shuffle = self.shuffles.get(sid)
@@ -516,10 +516,11 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
 
     def _tell_forgotten(self, exc: ShuffleError, wanted: dict[Any, list[str]]) -> None:
         """Outputs (or tasks made from them) the removal forgot, their inputs' data lost: each
-        client that wanted one hears ``exc`` for it, after the scheduler's 'cancelled: already forgotten' and in the
-        same batch, so the client's future ends erred with the reason, not cancelled with none.
-        (A barrier still processing on the lost worker is released by the removal, which
-        undoes the error given before it, and then forgets it with every output.)"""
+        client that wanted one hears ``exc`` for it, after the scheduler's 'cancelled: already
+        forgotten' and in the same batch, so the client's future ends erred with the reason,
+        not cancelled with none. (A barrier still processing on the lost worker is released
+        by the removal, which undoes the error given before it, then forgotten with every
+        output.)"""
         error = pickle.dumps(exc)
         for key, clients in wanted.items():
             ts = self.scheduler.tasks.get(key)
