@@ -37,6 +37,7 @@ if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
 from benchmarks.shuffle import RUNNERS, arrow_nbytes, fresh_cluster, mib, parse_size  # noqa: E402
+from conformance.shuffle_harness import worker_addresses  # noqa: E402
 
 METHODS = ("ours", "p2p", "tasks")
 
@@ -84,7 +85,7 @@ class Killer(SchedulerPlugin):
 
 def _wait_workers(client, n: int, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
-    while len(client.scheduler_info()["workers"]) < n:
+    while len(worker_addresses(client)) < n:
         if time.monotonic() > deadline:
             raise RuntimeError(f"the nanny did not bring a worker back within {timeout:.0f} s")
         time.sleep(0.1)

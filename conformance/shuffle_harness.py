@@ -208,6 +208,17 @@ class PhaseAction(SchedulerPlugin):
 WORKER_ENVIRON = {"MALLOC_MMAP_THRESHOLD_": "65536", "ARROW_DEFAULT_MEMORY_POOL": "system"}
 
 
+def worker_addresses(client: distributed.Client) -> list[str]:
+    """The workers' addresses, sorted, asked of the scheduler itself.
+
+    Not ``client.scheduler_info()["workers"]``: that refreshes the client's cache and
+    returns it, and the client's periodic refresh (``n_workers=0``) can replace the cache
+    with one listing no workers in between (under load a round-robin over it divided by
+    zero, in the suite's adapters and later in this repository's own tests).
+    """
+    return sorted(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
+
+
 def worker_environ() -> dict[str, str]:
     """distributed's pre-spawn environment with the suite's allocator settings on top."""
     import dask

@@ -20,6 +20,7 @@ from conformance.shuffle_harness import (
     CAPACITY_FACTOR,
     PhaseKiller,
     ShuffleCluster,
+    worker_addresses,
     worker_environ,
 )
 
@@ -73,7 +74,7 @@ class _Own:
         import distributed
 
         self.on_device = "shuffle.device" in self.adapter.capabilities
-        n = len(self.client.scheduler_info()["workers"])
+        n = len(worker_addresses(self.client))
         self.env = ShuffleEnv(
             client=self.client,
             n_workers=n,

@@ -32,6 +32,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 
 from conformance.adapters._layout import land, ship
 from conformance.api import ShuffleEnv
+from conformance.shuffle_harness import worker_addresses
 
 WORKERS_TIMEOUT = 60.0  # seconds to wait for env.n_workers (a killed worker's nanny restarts it)
 # Bytes of outputs read in one batch when the environment sets no host limit: 64 MiB, an
@@ -42,19 +43,15 @@ FETCH_TIMEOUT = 60.0  # seconds a task waits for the scheduler to hand it its in
 
 
 def workers(env: ShuffleEnv, timeout: float = WORKERS_TIMEOUT) -> list[str]:
-    """The workers' addresses, sorted, asked of the scheduler itself once ``env.n_workers``
-    of them run (or ``timeout`` passed, with at least one).
-
-    Not ``client.scheduler_info()["workers"]``: that returns the client's cache, which its
-    periodic refresh (``n_workers=0``) can replace with one listing no workers between the
-    fetch and the return; under load a round-robin over it divided by zero.
-    """
+    """The workers' addresses, sorted, asked of the scheduler itself
+    (:func:`~conformance.shuffle_harness.worker_addresses`) once ``env.n_workers`` of them
+    run (or ``timeout`` passed, with at least one)."""
     client = env.client
     try:
         client.wait_for_workers(env.n_workers, timeout=timeout)
     except TimeoutError:
         pass  # fewer than expected: spread over those there are
-    found = sorted(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
+    found = worker_addresses(client)
     if not found:
         raise RuntimeError(f"the cluster has no workers after {timeout:.0f} s")
     return found

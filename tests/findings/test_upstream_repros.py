@@ -26,6 +26,7 @@ REPORTS = {  # report -> (its patch, the package the patch applies to, its repro
     "zict-buffer-races": ("zict", None),
     "distributed-p2p-missing-shards": ("distributed", REPRO / "p2p_missing_shards.py"),
     "distributed-scheduler-pickle-protocol": ("distributed", REPRO / "distributed_gather_pickle4.py"),
+    "distributed-scheduler-info-cache": ("distributed", REPRO / "distributed_scheduler_info_empty.py"),
 }
 
 
@@ -173,3 +174,20 @@ def test_scheduler_patch_gathers_out_of_band(tmp_path):
     path = _patched(tmp_path, "distributed", "distributed-scheduler-pickle-protocol")
     peaks = _gather_peaks(_run(REPRO / "distributed_gather_pickle4.py", path=path))
     assert peaks["through"] < 0.5 and peaks["direct"] < 0.5, peaks
+
+
+# ------------------------------------------------------------------ 5. distributed's client
+def _empty_listings(proc: subprocess.CompletedProcess) -> int:
+    """How many of the script's scheduler_info() calls listed no workers."""
+    line = next((x for x in proc.stdout.splitlines() if "listed no workers in" in x), None)
+    assert line is not None, proc.stdout + proc.stderr[-3000:]
+    return int(line.split("listed no workers in ")[1].split()[0])
+
+
+def test_scheduler_info_can_list_no_workers_while_two_run():
+    assert _empty_listings(_run(REPRO / "distributed_scheduler_info_empty.py")) > 0
+
+
+def test_scheduler_info_patch_returns_what_the_call_fetched(tmp_path):
+    path = _patched(tmp_path, "distributed", "distributed-scheduler-info-cache")
+    assert _empty_listings(_run(REPRO / "distributed_scheduler_info_empty.py", path=path)) == 0

@@ -13,7 +13,9 @@ are read a batch bounded by the host limit at a time, each batch released before
 
 from __future__ import annotations
 
+import re
 import time
+from pathlib import Path
 
 import distributed
 import pytest
@@ -21,6 +23,7 @@ from distributed.objects import SchedulerInfo
 
 from conformance.adapters._spread import spread, workers
 from conformance.api import ShuffleEnv
+from conformance.shuffle_harness import worker_addresses
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +70,28 @@ def test_spread_uses_both_workers_when_the_cache_is_empty(client, empty_cache):
     assert client.gather(futures) == [0, 2, 4, 6]
     held = {w for ws in client.who_has(futures).values() for w in ws}
     assert len(held) == 2, held
+
+
+def test_worker_addresses_come_from_the_scheduler_not_the_cache(client, empty_cache):
+    assert worker_addresses(client) == sorted(client.cluster.scheduler.workers)
+
+
+CACHE_READ = re.compile(r"^(?!.*``).*\bscheduler_info\([^)]*\)\s*\[")  # not in ``docs``
+
+
+def test_no_code_lists_workers_through_the_client_cache():
+    """The CI failure of stop 41 (a test's round-robin divided by zero) came from a test helper
+    the adapters' fix had not reached: every listing goes through ``worker_addresses``."""
+    root = Path(__file__).resolve().parents[2]
+    found = [
+        f"{path.relative_to(root)}:{n}"
+        for top in ("reference_impl", "conformance", "stress", "benchmarks", "tests", "docs", "ci")
+        for path in (root / top).rglob("*.py")
+        if path.name != Path(__file__).name
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if CACHE_READ.search(line)
+    ]
+    assert not found, f"read the client's cache of workers: {found}"
 
 
 def test_fewer_workers_than_expected_spreads_over_those_there_are(client):

@@ -1,4 +1,7 @@
-"""Shared by the shuffle tests: tables in, an oracle out (imported by worker processes too)."""
+"""Shared by the shuffle tests: tables in, an oracle out (imported by worker processes too).
+
+``worker_addresses`` is re-exported: tests list the workers through it, never through
+``client.scheduler_info()``, whose cache can list none (see its docstring)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import distributed
 import numpy as np
 import pyarrow as pa
 
+from conformance.shuffle_harness import worker_addresses
 from reference_impl import Table, get_device
 from reference_impl.shuffle import LocalDeviceCluster
 from reference_impl.shuffle.plugin import EXTENSION
@@ -31,7 +35,7 @@ def to_device(data: pa.Table) -> Table:
 
 def scatter_tables(client: distributed.Client, tables: Sequence[pa.Table]) -> list:
     """Inputs as futures of device Tables, spread round-robin over the workers."""
-    workers = sorted(client.scheduler_info()["workers"])
+    workers = worker_addresses(client)
     return [
         client.submit(to_device, t, workers=[workers[i % len(workers)]], pure=False)
         for i, t in enumerate(tables)

@@ -14,7 +14,7 @@ import distributed
 import numpy as np
 import pyarrow as pa
 import pytest
-from shuffle_helpers import assert_clean, check_shuffle, cluster, scatter_tables
+from shuffle_helpers import assert_clean, check_shuffle, cluster, scatter_tables, worker_addresses
 
 from reference_impl.shuffle import ShuffleError, shuffle
 
@@ -96,7 +96,7 @@ def client(tmp_path_factory):
 
 
 def _first_worker(client) -> str:
-    return sorted(client.scheduler_info()["workers"])[0]
+    return worker_addresses(client)[0]
 
 
 @pytest.mark.parametrize("mode", ["connect", "answer"])

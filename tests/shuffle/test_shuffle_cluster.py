@@ -6,6 +6,7 @@ import distributed
 import pyarrow as pa
 import pytest
 
+from conformance.shuffle_harness import worker_addresses
 from reference_impl import ProxifyHostFile, Table, get_device
 from reference_impl.device import set_default_device
 from reference_impl.shuffle import DeviceWorkerPlugin, LocalDeviceCluster
@@ -42,7 +43,7 @@ def test_each_worker_has_its_own_device_and_store(tmp_path):
         ) as cluster,
         distributed.Client(cluster) as client,
     ):
-        workers = sorted(client.scheduler_info()["workers"])
+        workers = worker_addresses(client)
         seen = [
             client.submit(device_seen_by_task, workers=[w], pure=False).result(30)
             for w in workers
@@ -124,7 +125,7 @@ def test_in_process_workers_make_tables_on_their_own_devices(tmp_path):
             client.register_plugin(DeviceWorkerPlugin("sim", "4 MiB", memory_limit="1 MiB"))
             seen = [
                 client.submit(table_device_matches, workers=[w], pure=False).result(30)
-                for w in sorted(client.scheduler_info()["workers"])
+                for w in worker_addresses(client)
             ]
             assert [s["own"] and s["table"] for s in seen] == [True, True]
             assert seen[0]["token"] != seen[1]["token"]

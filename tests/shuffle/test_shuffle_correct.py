@@ -11,7 +11,14 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from shuffle_helpers import check_shuffle, cluster, scatter_tables, shuffle_keys, worker_state
+from shuffle_helpers import (
+    check_shuffle,
+    cluster,
+    scatter_tables,
+    shuffle_keys,
+    worker_addresses,
+    worker_state,
+)
 
 from reference_impl.shuffle import shuffle
 from reference_impl.table import ColumnNotFoundError, SchemaMismatchError
@@ -127,7 +134,7 @@ def test_deterministic_and_empty_outputs_and_zero_row_inputs(client):
 
 
 def test_placement_is_by_sorted_worker_range(client):
-    workers = sorted(client.scheduler_info()["workers"])
+    workers = worker_addresses(client)
     outs = shuffle(client, scatter_tables(client, example(2, 50)), "k", 4)
     distributed.wait(outs)
     where = client.who_has(outs)

@@ -17,7 +17,7 @@ import distributed
 import numpy as np
 import pyarrow as pa
 import pytest
-from shuffle_helpers import check_shuffle, scatter_tables, worker_state
+from shuffle_helpers import check_shuffle, scatter_tables, worker_addresses, worker_state
 
 from reference_impl.shuffle import shuffle
 
@@ -136,7 +136,7 @@ def test_shuffle_on_a_hand_started_deployment(deployment):
     ]
     with distributed.Client(address, timeout=60) as client:
         client.wait_for_workers(2, timeout=120)
-        workers = client.scheduler_info()["workers"]
+        workers = worker_addresses(client)
         assert len(workers) == 2 and all(w.startswith("tcp://127.0.0.1:") for w in workers)
         probes = client.run(_probe)
         assert all(

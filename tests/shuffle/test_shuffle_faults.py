@@ -13,7 +13,7 @@ import distributed
 import numpy as np
 import pyarrow as pa
 import pytest
-from shuffle_helpers import check_shuffle, cluster, worker_state
+from shuffle_helpers import check_shuffle, cluster, worker_addresses, worker_state
 
 from reference_impl import Table, get_device
 from reference_impl.shuffle import ShuffleError, shuffle
@@ -81,7 +81,7 @@ def _survivors_clean(client, timeout=15.0):
 @pytest.mark.parametrize("phase", ["transfer", "unpack"])
 def test_worker_killed_mid_shuffle(fault_cluster, phase):
     c, client = fault_cluster
-    a, b = sorted(client.scheduler_info()["workers"])
+    a, b = worker_addresses(client)
     tables = [arrow_input(s) for s in range(8)]
     warm = [client.submit(make_input, 99, workers=[w], allow_other_workers=True, pure=False)
             for w in (a, b)]

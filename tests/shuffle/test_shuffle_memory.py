@@ -12,7 +12,7 @@ import distributed
 import numpy as np
 import pyarrow as pa
 import pytest
-from shuffle_helpers import check_shuffle, cluster, spill_files, worker_state
+from shuffle_helpers import check_shuffle, cluster, spill_files, worker_addresses, worker_state
 
 from reference_impl import Table, get_device
 from reference_impl.shuffle import shuffle
@@ -171,7 +171,7 @@ def test_cleanup_after_success_cancel_and_concurrent_shuffles(client):
     deadline = time.monotonic() + 10
     while any(client.run(spill_files).values()) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert client.run(spill_files) == {w: [] for w in client.scheduler_info()["workers"]}
+    assert client.run(spill_files) == {w: [] for w in worker_addresses(client)}
 
 
 def _eventually_clean(client, timeout=10.0):

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from distributed.diagnostics.plugin import SchedulerPlugin
-from shuffle_helpers import assert_clean, check_shuffle, cluster, to_device
+from shuffle_helpers import assert_clean, check_shuffle, cluster, to_device, worker_addresses
 
 from reference_impl.shuffle import ShuffleError, shuffle
 
@@ -123,7 +123,7 @@ def _warm(client) -> None:
 
 def _wait_workers(client, n: int, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
-    while len(client.scheduler_info()["workers"]) < n:
+    while len(worker_addresses(client)) < n:
         assert time.monotonic() < deadline, "the nannies did not bring the workers back"
         time.sleep(0.1)
 
@@ -220,7 +220,7 @@ def _memory_transitions(c, key) -> int:
 @pytest.mark.slow
 def test_an_input_scattered_only_to_the_lost_worker_gives_a_clear_error(restart_cluster):
     c, client = restart_cluster
-    a, b = sorted(client.scheduler_info()["workers"])
+    a, b = worker_addresses(client)
     tables = [arrow_input(s) for s in range(4)]
     on_a = _inputs(client, tables[:2])
     # Arrow tables scattered to b are pure data, and the inputs made from them live on b:
@@ -254,7 +254,7 @@ def test_lost_inputs_are_named_when_the_barrier_was_running_on_the_lost_worker(r
     were cancelled 'already forgotten', naming nothing (4 of 10 runs of SHUF-FAULT-006
     under load). The coordinator now tells each client that wanted an output the error."""
     c, client = restart_cluster
-    a, b = sorted(client.scheduler_info()["workers"])
+    a, b = worker_addresses(client)
     tables = [arrow_input(s) for s in range(4)]
     scattered = [client.scatter(t, workers=[w]) for t, w in zip(tables, (a, b, a, b), strict=True)]
     inputs = [client.submit(to_device, f, workers=[w], pure=False) for f, w in zip(scattered, (a, b, a, b), strict=True)]

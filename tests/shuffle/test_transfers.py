@@ -7,7 +7,7 @@ from __future__ import annotations
 import distributed
 import numpy as np
 import pyarrow as pa
-from shuffle_helpers import cluster
+from shuffle_helpers import cluster, worker_addresses
 
 from reference_impl import ProxifyHostFile, Table, get_device
 from reference_impl.device import default_device
@@ -45,7 +45,7 @@ def test_tables_read_on_another_worker_stay_within_its_limit(tmp_path):
         cluster(tmp_path, device_memory_limit=LIMIT, memory_limit=None) as c,
         distributed.Client(c) as client,
     ):
-        a, b = sorted(client.scheduler_info()["workers"])
+        a, b = worker_addresses(client)
         tables = [client.submit(make, i, workers=[a], pure=False) for i in range(N_TABLES)]
         distributed.wait(tables)
         client.run(reset_peak)

@@ -7,6 +7,7 @@ import numpy as np
 import pyarrow as pa
 from distributed.protocol import deserialize, serialize
 
+from conformance.shuffle_harness import worker_addresses
 from reference_impl import Table
 from reference_impl.device import default_sim_device
 
@@ -72,7 +73,7 @@ def test_table_sent_between_two_workers_arrives_on_the_receivers_device():
         ) as cluster,
         distributed.Client(cluster) as client,
     ):
-        a, b = sorted(client.scheduler_info()["workers"])
+        a, b = worker_addresses(client)
         tokens = client.run(_token)
         made = client.submit(_make_table, workers=[a], allow_other_workers=False, pure=False)
         got = client.submit(_receive, made, workers=[b], allow_other_workers=False).result(60)

@@ -44,7 +44,7 @@ def main() -> None:
         distributed.LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster,
         distributed.Client(cluster) as client,
     ):
-        _a, b = sorted(client.scheduler_info()["workers"])
+        _a, b = sorted(client.run(os.getpid))  # the workers, asked of them (not a cache)
         data = client.scatter(pd.DataFrame({"x": range(1000)}), workers=[b])
         made = client.submit(double, data, workers=[b], pure=False)
         distributed.wait(made)

@@ -10,6 +10,7 @@ first peaked at 4.2x the limit; now both stay at or below it.
 
 from __future__ import annotations
 
+import os
 import tempfile
 
 import distributed
@@ -45,7 +46,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d, LocalDeviceCluster(
         2, device_capacity=64 * LIMIT, device_memory_limit=LIMIT, local_directory=d
     ) as cluster, distributed.Client(cluster) as client:
-        a, b = sorted(client.scheduler_info()["workers"])
+        a, b = sorted(client.run(os.getpid))  # the workers, asked of them (not a cache)
         tables = [client.submit(make, i, workers=[a], pure=False) for i in range(48)]
         distributed.wait(tables)  # 6 MiB on worker a: its store spills all but 1 MiB
         for reader, what in ((b, "on the other worker"), (a, "on the holder")):
