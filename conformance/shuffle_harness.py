@@ -126,8 +126,11 @@ class PhaseKiller(SchedulerPlugin):
 
     A finished task, not one just sent: a worker killed as it is sent the shuffle's first
     task may not have joined the shuffle yet, so its loss costs nothing, and a shuffle that
-    gives up at the first loss would pass. ``fired`` records (key, worker, pid) once the
-    signal was sent, so that a test can tell a fault that happened from one that never did.
+    gives up at the first loss would pass. ``when="processing"`` kills the worker the first
+    task of ``phase`` is sent to instead, as it is sent: for a phase every worker has joined
+    before (the barrier), where the loss lands while the task runs on the dead worker.
+    ``fired`` records (key, worker, pid) once the signal was sent, so that a test can tell a
+    fault that happened from one that never did.
     """
 
     phase: str
@@ -139,13 +142,17 @@ class PhaseKiller(SchedulerPlugin):
     done: set[str] = field(default_factory=set)
     name: str = "conformance-phase-killer"
     victim: str | None = None  # kill this worker instead of the task's holder
+    when: str = "memory"  # or "processing": as the task is sent, the worker it is sent to
 
     def transition(self, key, start, finish, *args, **kwargs) -> None:
-        if self.fired or finish != "memory" or self.phase_of(str(key)) != self.phase:
+        if self.fired or finish != self.when or self.phase_of(str(key)) != self.phase:
             return
         self.done.add(str(key))
         ts = self.scheduler.tasks.get(key)
-        if self.victim is not None:
+        if self.when == "processing":
+            target = self.victim or (ts.processing_on.address if ts is not None and ts.processing_on else None)
+            self._kill(key, target)
+        elif self.victim is not None:
             self._kill(key, self.victim)
         elif len(self.done) >= self.n and ts is not None and ts.who_has:
             self._kill(key, min(ws.address for ws in ts.who_has))
@@ -439,12 +446,15 @@ class ShuffleCluster:
         self.cluster.scheduler.add_plugin(killer, name=f"{killer.name}-{killer.phase}")
         return killer
 
-    def kill_in(self, phase: str, victim: str | None = None) -> PhaseKiller:
+    def kill_in(self, phase: str, victim: str | None = None, when: str = "memory") -> PhaseKiller:
         """Arm a killer for the holder of the next shuffle's first task of ``phase`` to finish
-        (or for ``victim``, as that task finishes)."""
+        (or for ``victim``, as that task finishes); ``when="processing"``: for the worker that
+        task is sent to, as it is sent."""
+        if when not in ("memory", "processing"):
+            raise ValueError(f"when must be 'memory' or 'processing', not {when!r}")
         scheduler = self.cluster.scheduler
         return self._arm(
-            PhaseKiller(phase, self._phase_of(), self.worker_pids(), scheduler=scheduler, victim=victim)
+            PhaseKiller(phase, self._phase_of(), self.worker_pids(), scheduler=scheduler, victim=victim, when=when)
         )
 
     def kill_after(self, phase: str, n: int) -> PhaseKiller:

@@ -102,9 +102,12 @@ def test_second_worker_killed_during_the_restart(impl, make_shuffle_cluster, rec
 
 @conformance_id("SHUF-FAULT-006", clause=("14.24", "14.11"))
 @requires("shuffle", "shuffle.faults.worker")
-def test_inputs_lost_beyond_recovery(impl, make_shuffle_cluster, record_detail):
-    """Half the inputs made from tables scattered to one worker, which the suite kills as
-    the transfer phase's first task finishes: nothing can compute them again."""
+@pytest.mark.parametrize("at", ["transfer", "barrier"])
+def test_inputs_lost_beyond_recovery(at, impl, make_shuffle_cluster, record_detail):
+    """Inputs made from tables scattered to the workers, then a worker killed with the only
+    copy of its share: ``transfer``, half the inputs on one worker, killed as the transfer
+    phase's first task finishes; ``barrier``, the inputs on both workers in turn, and the
+    worker the barrier is sent to killed as it is sent (the barrier is lost with the data)."""
     cluster = make_shuffle_cluster()
     if not getattr(cluster.adapter, "accepts_worker_tables", False):
         not_exercised("the adapter's load_inputs takes no tables already on the workers")
@@ -113,8 +116,8 @@ def test_inputs_lost_beyond_recovery(impl, make_shuffle_cluster, record_detail):
     case = mixed_case(3, n_inputs=8, rows_per_input=2_000, npartitions=8, nulls=nulls)
     spared, victim = sorted(cluster.worker_pids())
     client = cluster.client
-    placed = [client.scatter(t, workers=[victim if i % 2 else spared], hash=False) for i, t in enumerate(case.tables)]
-    lost = [str(f.key) for f in placed[1::2]]
+    homes = [victim if i % 2 else spared for i in range(len(case.tables))]
+    placed = [client.scatter(t, workers=[w], hash=False) for t, w in zip(case.tables, homes, strict=True)]
     made = WorkerTables(placed)
     made.schema = case.schema
     load = cluster.adapter.load_inputs
@@ -122,7 +125,10 @@ def test_inputs_lost_beyond_recovery(impl, make_shuffle_cluster, record_detail):
     with client.as_current():
         distributed.wait(distributed.futures_of(inputs), timeout=SHUFFLE_TIMEOUT)
     del made  # the caller holds the scattered tables (``placed``): they live only there
-    killer = cluster.kill_in("transfer", victim=victim)
+    if at == "transfer":
+        killer = cluster.kill_in("transfer", victim=victim)
+    else:
+        killer = cluster.kill_in("barrier", when="processing")
     try:
         run = cluster.shuffle(inputs, case.on, case.npartitions)
     except ShuffleHang:
@@ -130,19 +136,22 @@ def test_inputs_lost_beyond_recovery(impl, make_shuffle_cluster, record_detail):
     except Exception as exc:
         if not killer.fired:
             pytest.fail(f"the shuffle failed before the kill: {exc!r}")
+        killed = killer.fired[0][1]
+        lost = [str(f.key) for f, w in zip(placed, homes, strict=True) if w == killed]
         text = str(exc)
-        named = ["transfer", victim.rsplit("//", 1)[-1], *lost]
+        named = [at, killed.rsplit("//", 1)[-1], *lost]
         assert any(n in text for n in named), (
-            f"the error names neither the transfer phase, the killed worker {victim} nor a "
+            f"the error names neither the {at} phase, the killed worker {killed} nor a "
             f"lost input ({', '.join(lost)}): {exc!r}"
         )
         record_detail(f"error: {type(exc).__name__}")
         forget_error(exc)
     else:
         if not killer.fired:
-            not_exercised("the killer never fired (armed for the transfer phase's first task)")
+            aim = "transfer phase's first task to finish" if at == "transfer" else "barrier, as it is sent"
+            not_exercised(f"the killer never fired (armed for the {aim})")
         problems = oracle.check(case, run.outputs)
-        assert not problems, "after the only copy of some inputs was lost: " + "; ".join(problems)
+        assert not problems, f"after the only copy of some inputs was lost in {at}: " + "; ".join(problems)
         record_detail(f"correct in {run.seconds:.1f} s")
     del inputs, placed
     left = cluster.settled()

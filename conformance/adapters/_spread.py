@@ -166,6 +166,32 @@ def _batches(sizes: Sequence[int], budget: int) -> list[range]:
     return out
 
 
+_FAILED = ("error", "cancelled")
+
+
+def _settle(client: Any, futures: list[Any]) -> None:
+    """Wait until every future is done, failed or cancelled; ``distributed.wait`` raises once
+    all are done if any was cancelled, and each caller judges the cancelled ones itself."""
+    from concurrent.futures import CancelledError
+
+    import distributed
+
+    with client.as_current():
+        try:
+            distributed.wait(futures)
+        except CancelledError:
+            pass
+
+
+def _failure(future: Any) -> BaseException:
+    """The exception a failed or cancelled future raises."""
+    try:
+        future.result()
+    except BaseException as exc:  # noqa: BLE001 - it is the value returned
+        return exc
+    raise AssertionError(f"{future.key} did not fail")
+
+
 def read_outputs(
     env: ShuffleEnv,
     outputs: list[Any],
@@ -184,26 +210,35 @@ def read_outputs(
     killed by the suite strands a pinned read for good, while an implementation that
     recovers (14.5, 14.19) builds the output again elsewhere. Work stealing may still move
     a read (reads are short; it rarely does).
-    A failed shuffle raises its own error here, before anything is submitted: reads that
-    depend on erred outputs, released at once by the raise, stayed wanted by the client on the
-    scheduler (seen in the stress faults run). ``errors="return"`` puts the exception of each
+    A failed shuffle (an output erred or cancelled) raises its own error here, before anything
+    is submitted: reads that depend on erred outputs, released at once by the raise, stayed
+    wanted by the client on the scheduler (seen in the stress faults run). ``errors="return"`` puts the exception of each
     read that failed in its slot instead, for a caller that looks at each one itself.
     """
-    import distributed
-
     if errors not in ("raise", "return"):
         raise ValueError(f"errors={errors!r}: expected 'raise' or 'return'")
     client = env.client
-    with client.as_current():
-        distributed.wait(outputs)
+    _settle(client, outputs)
     if errors == "raise":
         for out in outputs:
-            if out.status == "error":
-                out.result()
-    known = client.nbytes([o.key for o in outputs], summary=False) if outputs else {}
-    sizes = [int(known.get(o.key, 0)) for o in outputs]
+            if out.status in _FAILED:
+                out.result()  # the future's own error (a cancelled one names its reason)
+    # Sizes of the outputs that finished only: asking the scheduler for one it has forgotten
+    # (cancelled, or lost with its worker since) raises a bare KeyError there, hiding the real
+    # error, which the read of that output raises below.
+    finished = [o.key for o in outputs if o.status == "finished"]
+    try:
+        known = client.nbytes(finished, summary=False) if finished else {}
+    except KeyError:
+        known = {}
     results: list[Any] = [None] * len(outputs)
-    for batch in _batches(sizes, read_budget(env) if budget is None else budget):
+    for i, out in enumerate(outputs):
+        if out.status in _FAILED:  # errors="return": nothing to read
+            results[i], outputs[i] = _failure(out), None
+    live = [i for i, out in enumerate(outputs) if out is not None]
+    sizes = [int(known.get(outputs[i].key, 0)) for i in live]
+    for positions in _batches(sizes, read_budget(env) if budget is None else budget):
+        batch = [live[j] for j in positions]
         holders = client.who_has([outputs[i] for i in batch])
         where = {i: sorted(holders.get(outputs[i].key, ())) or None for i in batch}
         reads = [
@@ -220,11 +255,10 @@ def read_outputs(
         if errors == "raise":
             got = client.gather(reads)
         else:
-            with client.as_current():
-                distributed.wait(reads)
-            ok = [r for r in reads if r.status != "error"]
+            _settle(client, reads)
+            ok = [r for r in reads if r.status not in _FAILED]
             fetched = iter(client.gather(ok))
-            got = [r.exception() if r.status == "error" else next(fetched) for r in reads]
+            got = [_failure(r) if r.status in _FAILED else next(fetched) for r in reads]
             del ok, fetched
         for i, value in zip(batch, got, strict=True):
             results[i] = value
