@@ -436,6 +436,16 @@ class ShuffleCluster:
                 gc.collect()
                 collected = time.monotonic()
 
+    def forgotten(self, keys: Collection[str], timeout: float) -> bool:
+        """Whether the scheduler forgot every one of ``keys`` within ``timeout`` seconds."""
+        tasks = self.cluster.scheduler.tasks
+        deadline = time.monotonic() + timeout
+        while any(k in tasks for k in keys):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
     def _phase_of(self) -> Callable[[str], str | None]:
         phase_of = getattr(self.adapter, "phase_of", None)
         if phase_of is None:

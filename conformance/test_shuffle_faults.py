@@ -102,12 +102,16 @@ def test_second_worker_killed_during_the_restart(impl, make_shuffle_cluster, rec
 
 @conformance_id("SHUF-FAULT-006", clause=("14.24", "14.11"))
 @requires("shuffle", "shuffle.faults.worker")
-@pytest.mark.parametrize("at", ["transfer", "barrier"])
-def test_inputs_lost_beyond_recovery(at, impl, make_shuffle_cluster, record_detail):
+@pytest.mark.parametrize("case_", ["transfer", "barrier", "released"])
+def test_inputs_lost_beyond_recovery(case_, impl, make_shuffle_cluster, record_detail):
     """Inputs made from tables scattered to the workers, then a worker killed with the only
     copy of its share: ``transfer``, half the inputs on one worker, killed as the transfer
     phase's first task finishes; ``barrier``, the inputs on both workers in turn, and the
-    worker the barrier is sent to killed as it is sent (the barrier is lost with the data)."""
+    worker the barrier is sent to killed as it is sent (the barrier is lost with the data);
+    ``released``, as ``transfer``, but the caller released the scattered tables once the
+    inputs were made (the scheduler forgets them: only the inputs remain, and their lineage
+    is gone)."""
+    at = "barrier" if case_ == "barrier" else "transfer"
     cluster = make_shuffle_cluster()
     if not getattr(cluster.adapter, "accepts_worker_tables", False):
         not_exercised("the adapter's load_inputs takes no tables already on the workers")
@@ -118,6 +122,7 @@ def test_inputs_lost_beyond_recovery(at, impl, make_shuffle_cluster, record_deta
     client = cluster.client
     homes = [victim if i % 2 else spared for i in range(len(case.tables))]
     placed = [client.scatter(t, workers=[w], hash=False) for t, w in zip(case.tables, homes, strict=True)]
+    keys = [str(f.key) for f in placed]
     made = WorkerTables(placed)
     made.schema = case.schema
     load = cluster.adapter.load_inputs
@@ -125,6 +130,10 @@ def test_inputs_lost_beyond_recovery(at, impl, make_shuffle_cluster, record_deta
     with client.as_current():
         distributed.wait(distributed.futures_of(inputs), timeout=SHUFFLE_TIMEOUT)
     del made  # the caller holds the scattered tables (``placed``): they live only there
+    if case_ == "released":
+        placed.clear()
+        if not cluster.forgotten(keys, timeout=10.0):
+            not_exercised("the scheduler kept the scattered tables after the caller released them")
     if at == "transfer":
         killer = cluster.kill_in("transfer", victim=victim)
     else:
@@ -137,7 +146,7 @@ def test_inputs_lost_beyond_recovery(at, impl, make_shuffle_cluster, record_deta
         if not killer.fired:
             pytest.fail(f"the shuffle failed before the kill: {exc!r}")
         killed = killer.fired[0][1]
-        lost = [str(f.key) for f, w in zip(placed, homes, strict=True) if w == killed]
+        lost = [k for k, w in zip(keys, homes, strict=True) if w == killed]
         text = str(exc)
         named = [at, killed.rsplit("//", 1)[-1], *lost]
         assert any(n in text for n in named), (
@@ -151,7 +160,7 @@ def test_inputs_lost_beyond_recovery(at, impl, make_shuffle_cluster, record_deta
             aim = "transfer phase's first task to finish" if at == "transfer" else "barrier, as it is sent"
             not_exercised(f"the killer never fired (armed for the {aim})")
         problems = oracle.check(case, run.outputs)
-        assert not problems, f"after the only copy of some inputs was lost in {at}: " + "; ".join(problems)
+        assert not problems, f"after the only copy of some inputs was lost ({case_}): " + "; ".join(problems)
         record_detail(f"correct in {run.seconds:.1f} s")
     del inputs, placed
     left = cluster.settled()

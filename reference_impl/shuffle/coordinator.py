@@ -342,12 +342,7 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
             shuffle.losses.append((worker, shuffle.phase, run.id))
         missing = self._lost_inputs(shuffle, scattered)
         if missing:
-            exc = ShuffleError(
-                shuffle.id, phase, worker,
-                f"input{'s' if len(missing) > 1 else ''} {', '.join(missing)} lived only on the worker "
-                "that left and cannot be computed again (data scattered to it); scatter inputs "
-                "to several workers, or pass a dask collection",
-            )  # fmt: skip
+            exc = ShuffleError(shuffle.id, phase, worker, _lost_inputs_text(missing))
             self._fail(shuffle, exc, stimulus)  # now: the removal forgets the scattered data
             # and after it, for what it undid
             self._failing[shuffle.id] = (exc, stimulus, self._wanted_downstream(shuffle))
@@ -361,11 +356,14 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
         elif involved:
             self._pending.add(shuffle.id)
 
-    def _lost_inputs(self, shuffle: ShuffleRecord, scattered: set[str]) -> list[str]:
-        """The scattered keys a new run would need (the transfers' inputs, through the
-        tasks that would have to run again) that are lost."""
+    def _lost_inputs(self, shuffle: ShuffleRecord, scattered: set[str]) -> dict[str, str]:
+        """The inputs a new run would need (the transfers' inputs, through the tasks that
+        would have to run again) that nothing can compute again: key -> why. Scattered data
+        lost with the worker (``"scattered"``), or a task whose holders are all gone and one of
+        whose dependencies the scheduler already forgot (``"released"``: the caller released
+        the data it was made from, and distributed flags it ``has_lost_dependencies``)."""
         tasks = self.scheduler.tasks
-        missing: set[str] = set()
+        missing: dict[str, str] = {}
         seen: set[str] = set()
         stack = [tasks[k] for k in shuffle.transfers if k in tasks]
         while stack:
@@ -375,10 +373,14 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
                     continue
                 seen.add(key)
                 if key in scattered:
-                    missing.add(key)
-                elif not (dts.state == "memory" and dts.who_has):
+                    missing[key] = "scattered"
+                elif dts.state == "memory" and dts.who_has:
+                    continue  # still held elsewhere
+                elif dts.has_lost_dependencies:
+                    missing[key] = "released"
+                else:
                     stack.append(dts)
-        return sorted(missing)
+        return dict(sorted(missing.items()))
 
     def remove_worker(self, scheduler: Any, worker: str, *, stimulus_id: str, **kwargs: Any) -> None:
         """After the removal's own transitions: fail or restart the shuffles it ended."""
@@ -575,3 +577,22 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
         }
         live: Collection[str] = self.scheduler.workers
         self.scheduler.send_all({}, {w: [dict(msg)] for w in sorted(set(workers)) if w in live})
+
+
+_WHY_LOST = {
+    "scattered": "data scattered to it",
+    "released": "made from data the caller released",
+}
+
+
+def _lost_inputs_text(missing: dict[str, str]) -> str:
+    """The error for inputs nothing can compute again, each kind named with its keys."""
+    parts = []
+    for why, reason in _WHY_LOST.items():
+        keys = [k for k, w in missing.items() if w == why]
+        if keys:
+            parts.append(
+                f"input{'s' if len(keys) > 1 else ''} {', '.join(keys)} lived only on the worker "
+                f"that left and cannot be computed again ({reason})"
+            )
+    return "; ".join(parts) + "; scatter inputs to several workers and keep them, or pass a dask collection"

@@ -55,7 +55,7 @@ COST = {
     "SHUF-BOUND-001": 3, "SHUF-BOUND-002": 2, "SHUF-SPILL-001": 2, "SHUF-FAULT-003": 8,
     "SHUF-BOUND-003": 15,  # two shuffles of 24 MiB (the warm-up has the measured one's size)
     "SHUF-STATE-001": 45,
-    "SHUF-FAULT-004": 12, "SHUF-FAULT-006": 22,  # two cases: transfer, barrier
+    "SHUF-FAULT-004": 12, "SHUF-FAULT-006": 32,  # three cases: transfer, barrier, released
     "SHUF-DTYPE-001": 10,
     "SHUF-DTYPE-002": 12, "SHUF-DTYPE-003": 15,
     "SHUF-INDEX-001": 10,

@@ -246,6 +246,42 @@ def test_an_input_scattered_only_to_the_lost_worker_gives_a_clear_error(restart_
     assert_clean(client, timeout=30)
 
 
+def test_an_input_whose_scattered_data_the_caller_released_is_named_when_lost(restart_cluster):
+    """The caller scatters tables to b, makes inputs on b from them and releases the scattered
+    futures: distributed forgets that data at once (nothing wants it) and flags the inputs
+    ``has_lost_dependencies``. With b gone, the inputs cannot be computed again, and the
+    scheduler reports no lost scattered data, so the coordinator must see it from the flag;
+    before, the client got 'already forgotten', naming nothing."""
+    c, client = restart_cluster
+    a, b = worker_addresses(client)
+    tables = [arrow_input(s) for s in range(4)]
+    on_a = _inputs(client, tables[:2])
+    scattered = client.scatter(tables[2:], workers=[b])
+    on_b = [client.submit(to_device, f, workers=[b], pure=False) for f in scattered]
+    distributed.wait(on_b)
+    released = [f.key for f in scattered]
+    del scattered
+    deadline = time.monotonic() + 10
+    while any(k in c.scheduler.tasks for k in released):
+        assert time.monotonic() < deadline, "the scheduler kept the released scattered data"
+        time.sleep(0.05)
+    assert all(c.scheduler.tasks[f.key].has_lost_dependencies for f in on_b)
+    lost_keys = sorted(str(f.key) for f in on_b)
+    killer = _arm(c, client, "transfer", target=b)
+    outs = shuffle(client, on_a + on_b, "k", 4)
+    with pytest.raises(ShuffleError) as info:
+        client.gather(outs)
+    assert killer.fired == [b], "the killer never fired"
+    exc = info.value
+    text = str(exc)
+    assert exc.worker == b and exc.phase == "transfer", text
+    assert f"inputs {', '.join(lost_keys)} lived only on the worker" in text, text
+    assert "cannot be computed again (made from data the caller released)" in text, text
+    _release(exc)
+    del outs, info, exc, on_b, on_a
+    assert_clean(client, timeout=30)
+
+
 def test_lost_inputs_are_named_when_the_barrier_was_running_on_the_lost_worker(restart_cluster):
     """Both workers hold inputs made from data scattered to them, and the worker the barrier
     is sent to is killed as it gets it. The coordinator errs the shuffle as the removal
