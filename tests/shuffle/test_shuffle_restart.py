@@ -246,6 +246,7 @@ def test_an_input_scattered_only_to_the_lost_worker_gives_a_clear_error(restart_
     assert_clean(client, timeout=30)
 
 
+@pytest.mark.slow  # CI judges the same through SHUF-FAULT-006's released case
 def test_an_input_whose_scattered_data_the_caller_released_is_named_when_lost(restart_cluster):
     """The caller scatters tables to b, makes inputs on b from them and releases the scattered
     futures: distributed forgets that data at once (nothing wants it) and flags the inputs
