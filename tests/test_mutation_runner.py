@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "ci" / "mutation"))
 
 import plan  # noqa: E402
+import rejudge  # noqa: E402
 import report  # noqa: E402
 import targets  # noqa: E402
 
@@ -60,6 +61,33 @@ def test_triage_rejects_unknown_classes(tmp_path):
     bad.write_text('[[mutant]]\nsig = "abc"\nclass = "dunno"\nreason = "x"\n')
     with pytest.raises(ValueError, match="'abc' has class 'dunno'"):
         report.load_triage(bad)
+
+
+def test_rejudge_applies_a_runs_diff_to_the_repository_path(tmp_path):
+    """A survivor's diff names the run's copy of the module; rejudge rewrites the headers to
+    the repository path so that it applies to a worktree, by context."""
+    module = "pkg/m.py"
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / module).write_text("a = 1\n\n\ndef f(x):\n    return x + 1\n")
+    diff = (
+        "--- mutation diff ---\n"
+        "--- a//work/main/.mutation/abc/work0/pkg/m.py\n"
+        "+++ b//work/main/.mutation/abc/work0/pkg/m.py\n"
+        "@@ -1,2 +1,2 @@\n"  # the lines moved since: applied by context
+        " def f(x):\n"
+        "-    return x + 1\n"
+        "+    return x - 1\n"
+    )
+    patch = rejudge.as_patch(module, diff)
+    assert patch.splitlines()[:2] == ["--- a/pkg/m.py", "+++ b/pkg/m.py"]
+    subprocess.run(["patch", "-p1", "-s", "-F3", "-d", str(tmp_path)], input=patch, text=True, check=True)
+    assert (tmp_path / module).read_text().endswith("return x - 1\n")
+
+
+def test_a_rejudged_survivor_names_its_class(tmp_path):
+    ok = tmp_path / "t.toml"
+    ok.write_text('[[mutant]]\nsig = "abc"\nclass = "rejudged"\ntest = "t"\nreason = "x"\n')
+    assert report.load_triage(ok)["abc"]["class"] == "rejudged"
 
 
 def test_every_target_module_exists():

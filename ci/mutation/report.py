@@ -3,8 +3,10 @@
 A survivor is a mutant the conformance suite passed. Each is triaged in
 ``docs/mutation-triage.toml`` (matched by what the mutation is, not its position, so entries
 survive edits elsewhere in the file) as ``property`` (a new SPEC clause and a test citing it
-kill it now), ``equivalent`` (no implementation could show the difference: say why) or
-``accepted`` (the reason). The score leaves equivalent mutants out.
+kill it now), ``equivalent`` (no implementation could show the difference: say why),
+``accepted`` (the reason) or ``rejudged`` (a survivor of a narrow ``--ids`` run that its
+group's whole slice kills: ``rejudge.py``, naming the failing test). The score leaves
+equivalent mutants out; it counts a rejudged one as the run judged it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from cosmic_ray.work_item import TestOutcome, WorkerOutcome
 from plan import rank, session_path
 from targets import GROUPS
 
-CLASSES = ("property", "equivalent", "accepted")
+CLASSES = ("property", "equivalent", "accepted", "rejudged")
 
 
 # Modules renamed since mutants were triaged (issue 28: names that say what they hold). A
