@@ -109,6 +109,10 @@ class ShuffleHooks(Protocol):
       holds ``fn(output i as a pyarrow.Table)``, computed on the worker that holds output
       ``i`` (``fn`` is a picklable function of one table); only its result travels. ``stress``
       checks its outputs so (per-row digests on the workers).
+    - ``shuffle_some(inputs, on, npartitions, env, which) -> list``: only the outputs
+      ``which`` (a list of output numbers), output ``which[j]`` at index ``j``, selected
+      before anything is computed, as a lazy front end selects partitions of a shuffled
+      collection (``ddf.shuffle(...).partitions[which]``): clause 14.25.
     """
 
     def setup_cluster(self, env: ShuffleEnv) -> None: ...
@@ -118,6 +122,9 @@ class ShuffleHooks(Protocol):
     def cluster_config(self) -> dict[str, Any]: ...
     def shuffle_map(
         self, inputs: Any, on: Sequence[str], npartitions: int, env: ShuffleEnv, fn: Any
+    ) -> Sequence[Any]: ...
+    def shuffle_some(
+        self, inputs: Any, on: Sequence[str], npartitions: int, env: ShuffleEnv, which: Sequence[int]
     ) -> Sequence[Any]: ...
 
 

@@ -55,6 +55,23 @@ def _rows(table: pa.Table) -> dict[int, tuple]:
     return {rid: tuple(_exact(c[i]) for c in cols) for i, rid in enumerate(ids)}
 
 
+def same_rows_problems(got: pa.Table, want: pa.Table, what: str) -> list[str]:
+    """``got`` holds exactly ``want``'s rows (by row id), each with the same values."""
+    have, need = _rows(got), _rows(want)
+    if have == need:
+        return []
+    missing, extra = set(need) - set(have), set(have) - set(need)
+    changed = {rid for rid in set(need) & set(have) if need[rid] != have[rid]}
+    parts = [f"{len(have)} rows against {len(need)}"]
+    if missing:
+        parts.append(f"missing row ids {_listed(missing)}")
+    if extra:
+        parts.append(f"other row ids {_listed(extra)}")
+    if changed:
+        parts.append(f"values differ in row ids {_listed(changed)}")
+    return [f"{what}: " + ", ".join(parts)]
+
+
 def _listed(items) -> str:
     items = sorted(items, key=repr)
     more = f" (+{len(items) - MAX_LISTED} more)" if len(items) > MAX_LISTED else ""

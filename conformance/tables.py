@@ -358,17 +358,22 @@ def hard_type_case(name: str) -> ShuffleCase:
 
 
 # Clause 14.23: the pandas index a row carries, as ``pa.Table.from_pandas`` writes it
-INDEX_KINDS = ("int", "str", "repeated")
+INDEX_KINDS = ("int", "str", "repeated", "category")
+CATEGORIES = ("c0", "c1", "c2", "c3", "c4")  # a categorical index's, the same in every input
 
 
 def _index_labels(kind: str, row_ids: pa.ChunkedArray) -> pa.Array:
-    """A row's index label from its ``row_id``: unique ints, unique strings, or ints that
-    two rows share (pandas allows repeated labels; a label is not a row's identity)."""
+    """A row's index label from its ``row_id``: unique ints, unique strings, ints that two
+    rows share (pandas allows repeated labels; a label is not a row's identity), or one of
+    :data:`CATEGORIES` (a pandas ``CategoricalIndex``: an Arrow dictionary)."""
     ids = row_ids.to_pylist()
     if kind == "int":
         return pa.array([7 * i - 1000 for i in ids], pa.int64())
     if kind == "str":
         return pa.array([f"r{i}" for i in ids], pa.string())
+    if kind == "category":
+        codes = pa.array([(3 * i) % len(CATEGORIES) for i in ids], pa.int8())
+        return pa.DictionaryArray.from_arrays(codes, pa.array(CATEGORIES))
     return pa.array([i // 2 for i in ids], pa.int64())
 
 
@@ -380,7 +385,10 @@ def with_index(case: ShuffleCase, kind: str, name: str | None) -> ShuffleCase:
 
     labels = [_index_labels(kind, t.column(ROW_ID)) for t in case.tables]
     empty = case.schema.empty_table().to_pandas(types_mapper=pd.ArrowDtype)
-    empty.index = pd.Index([], dtype=pd.ArrowDtype(labels[0].type), name=name)
+    if kind == "category":
+        empty.index = pd.CategoricalIndex([], categories=list(CATEGORIES), name=name)
+    else:
+        empty.index = pd.Index([], dtype=pd.ArrowDtype(labels[0].type), name=name)
     pandas = pa.Schema.from_pandas(empty, preserve_index=True).metadata
     metadata = {**(case.schema.metadata or {}), **pandas}  # what the inputs held is kept
     column = name if name is not None else "__index_level_0__"

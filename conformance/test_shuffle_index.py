@@ -24,7 +24,8 @@ def _indexed_cases(draw, nulls: bool):
 @conformance_id("SHUF-INDEX-001", clause=("14.23", "14.1", "14.6", "14.8", "14.15"))
 @requires("shuffle")
 def test_a_rows_index_label_travels_with_it(impl, shuffle_cluster, hyp_settings):
-    """Unique int labels, unique strings and labels two rows share, named and unnamed:
+    """Unique int labels, unique strings, labels two rows share and categorical labels (a
+    pandas ``CategoricalIndex``, an Arrow dictionary), named and unnamed:
     every row keeps its label, every output keeps the index column and pandas' metadata.
     (Found by mutation: reference-in-dask not restoring the index, or dropping it where
     dask keeps it, passed every other clause; the suite's frames carried none.)"""
@@ -37,6 +38,6 @@ def test_a_rows_index_label_travels_with_it(impl, shuffle_cluster, hyp_settings)
 
     examples = [
         with_index(mixed_case(23, 3, 12, 4, nulls=nulls), kind, name)
-        for kind, name in (("int", "label"), ("repeated", None), ("str", None))
+        for kind, name in (("int", "label"), ("repeated", None), ("str", None), ("category", "label"))
     ]
     for_each_case(hyp_settings(shuffle=True), _indexed_cases(nulls), body, examples)

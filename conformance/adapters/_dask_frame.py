@@ -65,16 +65,18 @@ def to_arrow(frame: Any, schema: Any) -> Any:
     """A pandas output partition back to Arrow, with the inputs' schema: its index as the
     columns the inputs' pandas metadata names (14.23), else dropped (the inputs had none).
 
-    A categorical's unused categories are dropped first: an output may carry categories of
-    rows it does not hold, or dask's ``__UNKNOWN_CATEGORIES__`` placeholder from ``meta``
-    (empty outputs are built from it), which no Arrow dictionary of ints can hold. Which
-    dictionary an output carries is not judged (14.22); a value is, and no used category is
-    dropped."""
+    A categorical's unused categories (a column's or the index's) are dropped first: an
+    output may carry categories of rows it does not hold, or dask's
+    ``__UNKNOWN_CATEGORIES__`` placeholder from ``meta`` (empty outputs are built from it),
+    which no Arrow dictionary of ints can hold. Which dictionary an output carries is not
+    judged (14.22); a value is, and no used category is dropped."""
     import pyarrow as pa
 
     categorical = [c for c, d in frame.dtypes.items() if str(d) == "category"]
     if categorical:
         frame = frame.assign(**{c: frame[c].cat.remove_unused_categories() for c in categorical})
+    if str(frame.index.dtype) == "category":  # a CategoricalIndex, the same way
+        frame = frame.set_axis(frame.index.remove_unused_categories(), axis=0)
     table = pa.Table.from_pandas(frame, schema=schema, preserve_index=bool(_index_columns(schema)))
     return table.replace_schema_metadata(schema.metadata)
 
@@ -108,11 +110,24 @@ class DaskFrameShuffle:
     def shuffle(self, inputs: Any, on: Sequence[str], npartitions: int, env: ShuffleEnv) -> list:
         return self.shuffle_map(inputs, on, npartitions, env)
 
+    def shuffle_some(
+        self, inputs: Any, on: Sequence[str], npartitions: int, env: ShuffleEnv, which: Sequence[int]
+    ) -> list:
+        """The outputs ``which`` only: ``ddf.shuffle(...).partitions[which]`` (14.25)."""
+        return self.shuffle_map(inputs, on, npartitions, env, which=which)
+
     def shuffle_map(
-        self, inputs: Any, on: Sequence[str], npartitions: int, env: ShuffleEnv, fn: Any = None
+        self,
+        inputs: Any,
+        on: Sequence[str],
+        npartitions: int,
+        env: ShuffleEnv,
+        fn: Any = None,
+        which: Sequence[int] | None = None,
     ) -> list:
         """``shuffle``; with ``fn``, each output's ``fn(arrow table)`` instead, computed on the
-        worker that holds the output (only its result travels)."""
+        worker that holds the output (only its result travels); with ``which``, only those
+        outputs, selected from the lazy collection before it is computed."""
         import dask
         import dask.dataframe as dd
         import distributed
@@ -120,6 +135,8 @@ class DaskFrameShuffle:
         schema = inputs.schema
         ddf = dd.from_delayed(list(inputs), meta=_meta(schema))
         out = ddf.shuffle(on, npartitions=npartitions, shuffle_method=self.method, force=True)
+        if which is not None:
+            out = out.partitions[list(which)]
         parts = out.to_delayed()
         if fn is not None:
             mapped = dask.delayed(_map_output, pure=True)

@@ -95,6 +95,15 @@ class _BrokenShuffle(ReferenceAdapter):
         errors = "return" if self.keep_errors else "raise"
         return self.collect(read_outputs(env, outputs, self.finish, errors=errors, on=on), env)
 
+    def shuffle_some(self, inputs: Any, on: Sequence[str], npartitions: int, env: Any, which: Sequence[int]) -> list:
+        """Outputs ``which`` (14.25), taken from the whole shuffle: the control selects right."""
+        outputs = self.shuffle(inputs, on, npartitions, env)
+        return [outputs[i] for i in self.selected(list(which), npartitions)]
+
+    @staticmethod
+    def selected(which: list[int], npartitions: int) -> list[int]:
+        return which
+
     keep_errors = False  # collect gets each failed read's exception (read_outputs' errors)
     max_restarts: int | None = None  # None: the reference's own (a lost worker restarts it)
 
@@ -933,6 +942,19 @@ class RenumbersTheIndex(_BrokenShuffle):
     finish = staticmethod(_index_renumbered)
 
 
+# 33 ----------------------------------------------------------------------------- 14.25
+class SelectsByCount(_BrokenShuffle):
+    """Asked for some outputs before computing, builds the first as many instead (the lazy
+    reference's mutant: a selection taken as its length)."""
+
+    name = "broken-shuffle-selects-by-count"
+    violates = ("14.25",)
+
+    @staticmethod
+    def selected(which: list[int], npartitions: int) -> list[int]:
+        return list(range(len(which)))
+
+
 EXPECTED: dict[str, tuple[type, str]] = {
     "drops_empty": (DropsEmptyOutputs, "SHUF-COUNT-001"),
     "worker_order": (WorkerOrder, "SHUF-DET-002"),
@@ -969,6 +991,7 @@ EXPECTED: dict[str, tuple[type, str]] = {
     "null_lists_as_empty": (NullListsAsEmpty, "SHUF-DTYPE-003"),
     "renumbers_the_index": (RenumbersTheIndex, "SHUF-INDEX-001"),
     "skips_lost_inputs": (SkipsLostInputs, "SHUF-FAULT-006"),
+    "selects_by_count": (SelectsByCount, "SHUF-SELECT-001"),
 }
 
 for _attr, (_cls, _cid) in EXPECTED.items():
