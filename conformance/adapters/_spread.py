@@ -212,8 +212,9 @@ def read_outputs(
     a read (reads are short; it rarely does).
     A failed shuffle (an output erred or cancelled) raises its own error here, before anything
     is submitted: reads that depend on erred outputs, released at once by the raise, stayed
-    wanted by the client on the scheduler (seen in the stress faults run). ``errors="return"`` puts the exception of each
-    read that failed in its slot instead, for a caller that looks at each one itself.
+    wanted by the client on the scheduler (seen in the stress faults run). ``errors="return"``
+    puts the exception of each output or read that failed in its slot instead, for a caller
+    that looks at each one itself.
     """
     if errors not in ("raise", "return"):
         raise ValueError(f"errors={errors!r}: expected 'raise' or 'return'")

@@ -98,10 +98,11 @@ class _BrokenShuffle(ReferenceAdapter):
     def shuffle_some(self, inputs: Any, on: Sequence[str], npartitions: int, env: Any, which: Sequence[int]) -> list:
         """Outputs ``which`` (14.25), taken from the whole shuffle: the control selects right."""
         outputs = self.shuffle(inputs, on, npartitions, env)
-        return [outputs[i] for i in self.selected(list(which), npartitions)]
+        return [outputs[i] for i in self.selected(list(which))]
 
     @staticmethod
-    def selected(which: list[int], npartitions: int) -> list[int]:
+    def selected(which: list[int]) -> list[int]:
+        """The outputs a selection builds."""
         return which
 
     keep_errors = False  # collect gets each failed read's exception (read_outputs' errors)
@@ -951,7 +952,7 @@ class SelectsByCount(_BrokenShuffle):
     violates = ("14.25",)
 
     @staticmethod
-    def selected(which: list[int], npartitions: int) -> list[int]:
+    def selected(which: list[int]) -> list[int]:
         return list(range(len(which)))
 
 
