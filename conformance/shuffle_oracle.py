@@ -56,20 +56,8 @@ def _rows(table: pa.Table) -> dict[int, tuple]:
 
 
 def same_rows_problems(got: pa.Table, want: pa.Table, what: str) -> list[str]:
-    """``got`` holds exactly ``want``'s rows (by row id), each with the same values."""
-    have, need = _rows(got), _rows(want)
-    if have == need:
-        return []
-    missing, extra = set(need) - set(have), set(have) - set(need)
-    changed = {rid for rid in set(need) & set(have) if need[rid] != have[rid]}
-    parts = [f"{len(have)} rows against {len(need)}"]
-    if missing:
-        parts.append(f"missing row ids {_listed(missing)}")
-    if extra:
-        parts.append(f"other row ids {_listed(extra)}")
-    if changed:
-        parts.append(f"values differ in row ids {_listed(changed)}")
-    return [f"{what}: " + ", ".join(parts)]
+    """``got`` holds exactly ``want``'s rows (by row id), each once and unchanged."""
+    return [f"{what}: {problem}" for problem in row_problems([want], [got])]
 
 
 def _listed(items) -> str:

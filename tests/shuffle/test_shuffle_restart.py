@@ -217,32 +217,43 @@ def _memory_transitions(c, key) -> int:
     return sum(1 for t in c.scheduler.story(key) if len(t) > 2 and t[2] == "memory")
 
 
+def _inputs_scattered_to(client, worker: str, tables: list) -> tuple[list, list]:
+    """Arrow tables scattered to ``worker`` (pure data) and the inputs made there from them:
+    once ``worker`` is gone, nothing can compute those inputs again."""
+    scattered = client.scatter(tables, workers=[worker])
+    made = [client.submit(to_device, f, workers=[worker], pure=False) for f in scattered]
+    distributed.wait(made)
+    return scattered, made
+
+
+def _error_when_lost(c, client, worker: str, inputs: list) -> ShuffleError:
+    """The shuffle's error when ``worker`` is killed as the first transfer task finishes."""
+    killer = _arm(c, client, "transfer", target=worker)
+    outs = shuffle(client, inputs, "k", 4)
+    with pytest.raises(ShuffleError) as info:
+        client.gather(outs)
+    assert killer.fired == [worker], "the killer never fired"
+    exc = info.value
+    assert exc.worker == worker and exc.phase == "transfer", str(exc)
+    return exc
+
+
 @pytest.mark.slow
 def test_an_input_scattered_only_to_the_lost_worker_gives_a_clear_error(restart_cluster):
     c, client = restart_cluster
     a, b = worker_addresses(client)
     tables = [arrow_input(s) for s in range(4)]
     on_a = _inputs(client, tables[:2])
-    # Arrow tables scattered to b are pure data, and the inputs made from them live on b:
-    # once b is gone, nothing can compute them again.
-    scattered = client.scatter(tables[2:], workers=[b])
-    on_b = [client.submit(to_device, f, workers=[b], pure=False) for f in scattered]
-    distributed.wait(on_b)
+    scattered, on_b = _inputs_scattered_to(client, b, tables[2:])
     lost_keys = sorted(str(f.key) for f in scattered)
-    killer = _arm(c, client, "transfer", target=b)
-    outs = shuffle(client, on_a + on_b, "k", 4)
-    with pytest.raises(ShuffleError) as info:
-        client.gather(outs)
-    assert killer.fired == [b], "the killer never fired"
-    exc = info.value
+    exc = _error_when_lost(c, client, b, on_a + on_b)
     text = str(exc)
-    assert exc.worker == b and exc.phase == "transfer", text
-    assert f"input{'s' if len(lost_keys) > 1 else ''} {', '.join(lost_keys)} lived only on the worker" in text, text
+    assert f"inputs {', '.join(lost_keys)} lived only on the worker" in text, text
     assert "cannot be computed again (data scattered to it)" in text, text
     # the inputs that survive are intact: a shuffle of them alone is right
     check_shuffle(tables[:2], client.gather(shuffle(client, on_a, "k", 4)), "k", 4)
     _release(exc)
-    del outs, info, exc, scattered, on_b, on_a
+    del exc, scattered, on_b, on_a
     assert_clean(client, timeout=30)
 
 
@@ -257,9 +268,7 @@ def test_an_input_whose_scattered_data_the_caller_released_is_named_when_lost(re
     a, b = worker_addresses(client)
     tables = [arrow_input(s) for s in range(4)]
     on_a = _inputs(client, tables[:2])
-    scattered = client.scatter(tables[2:], workers=[b])
-    on_b = [client.submit(to_device, f, workers=[b], pure=False) for f in scattered]
-    distributed.wait(on_b)
+    scattered, on_b = _inputs_scattered_to(client, b, tables[2:])
     released = [f.key for f in scattered]
     del scattered
     deadline = time.monotonic() + 10
@@ -268,18 +277,12 @@ def test_an_input_whose_scattered_data_the_caller_released_is_named_when_lost(re
         time.sleep(0.05)
     assert all(c.scheduler.tasks[f.key].has_lost_dependencies for f in on_b)
     lost_keys = sorted(str(f.key) for f in on_b)
-    killer = _arm(c, client, "transfer", target=b)
-    outs = shuffle(client, on_a + on_b, "k", 4)
-    with pytest.raises(ShuffleError) as info:
-        client.gather(outs)
-    assert killer.fired == [b], "the killer never fired"
-    exc = info.value
+    exc = _error_when_lost(c, client, b, on_a + on_b)
     text = str(exc)
-    assert exc.worker == b and exc.phase == "transfer", text
     assert f"inputs {', '.join(lost_keys)} lived only on the worker" in text, text
     assert "cannot be computed again (made from data the caller released)" in text, text
     _release(exc)
-    del outs, info, exc, on_b, on_a
+    del exc, on_b, on_a
     assert_clean(client, timeout=30)
 
 
