@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import importlib
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .api import REQUIRED_METHODS, Unavailable
-from .capabilities import unknown_capabilities
+from .capabilities import ALL_CAPABILITIES, unknown_capabilities
+from .hints import did_you_mean
 
 # Short names for the built-in adapters. A factory that cannot run here raises
 # conformance.api.Unavailable, which becomes one clear usage error.
@@ -41,24 +45,27 @@ class LoadedImpl:
         return self.adapter.capabilities
 
 
-def resolve(spec: str) -> Any:
-    """``module:attr`` (``attr`` may be dotted) or a built-in short name -> adapter object."""
+def resolve(spec: str, search: Sequence[str | Path] = ()) -> Any:
+    """``module:attr`` (``attr`` may be dotted) or a built-in short name -> adapter object.
+
+    A module that ``sys.path`` does not hold is looked for in ``search`` (the plugin passes
+    the invocation folder and pytest's rootdir): the ``pytest`` script, unlike ``python -m
+    pytest``, does not put the current folder on the path."""
     target = BUILTIN_IMPLS.get(spec, spec)
     if ":" not in target:
         raise ImplError(
             f"--impl={spec!r}: expected 'module:attr' or one of {', '.join(BUILTIN_IMPLS)}"
+            + did_you_mean(spec, BUILTIN_IMPLS)
         )
     modname, _, attr = target.partition(":")
-    try:
-        obj: Any = importlib.import_module(modname)
-    except Exception as exc:  # ImportError, or anything the module raises at import
-        raise ImplError(f"--impl={spec!r}: cannot import {modname!r}: {exc!r}") from exc
+    obj: Any = _import(spec, modname, search)
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
         except AttributeError:
             raise ImplError(
                 f"--impl={spec!r}: module {modname!r} has no attribute {attr!r}"
+                + did_you_mean(part, [n for n in dir(obj) if not n.startswith("_")])
             ) from None
     if not _looks_like_adapter(obj) and callable(obj):
         try:
@@ -69,6 +76,40 @@ def resolve(spec: str) -> Any:
             raise ImplError(f"--impl={spec!r}: the factory {attr!r} raised {exc!r}") from exc
     validate(spec, obj)
     return obj
+
+
+def _import(spec: str, modname: str, search: Sequence[str | Path]) -> Any:
+    """Import ``modname``; when its top-level package is not on ``sys.path``, append the
+    ``search`` folders (after everything installed, so a user's scratch file never shadows a
+    library) and try again."""
+    try:
+        return importlib.import_module(modname)
+    except ModuleNotFoundError as exc:
+        top = modname.split(".")[0]
+        if exc.name != top:  # the module exists, and something it imports does not
+            raise ImplError(f"--impl={spec!r}: cannot import {modname!r}: {exc!r}") from exc
+        added = [str(Path(d)) for d in dict.fromkeys(map(str, search)) if str(d) not in sys.path]
+        if added:
+            sys.path.extend(added)
+            importlib.invalidate_caches()
+            try:
+                return importlib.import_module(modname)
+            except ModuleNotFoundError as again:
+                if again.name != top:
+                    raise ImplError(
+                        f"--impl={spec!r}: cannot import {modname!r}: {again!r}"
+                    ) from again
+            except Exception as again:
+                raise ImplError(f"--impl={spec!r}: cannot import {modname!r}: {again!r}") from again
+        where = ", ".join(map(str, dict.fromkeys(map(str, search))))
+        looked = f" (looked on sys.path and in {where})" if where else ""
+        nearby = [f.stem for d in dict.fromkeys(map(str, search)) for f in Path(d).glob("*.py")]
+        raise ImplError(
+            f"--impl={spec!r}: cannot import {modname!r}: no module named {top!r}{looked}"
+            + (did_you_mean(top, nearby) or did_you_mean(spec, BUILTIN_IMPLS))
+        ) from exc
+    except Exception as exc:  # anything the module raises at import
+        raise ImplError(f"--impl={spec!r}: cannot import {modname!r}: {exc!r}") from exc
 
 
 def _looks_like_adapter(obj: Any) -> bool:
@@ -93,6 +134,7 @@ def validate(spec: str, obj: Any) -> None:
         raise ImplError(
             f"--impl={spec!r}: unknown capabilit{'y' if len(bad) == 1 else 'ies'} "
             f"{', '.join(map(repr, bad))} (see conformance.capabilities)"
+            + "".join(did_you_mean(b, ALL_CAPABILITIES, n=1) for b in bad[:1])
         )
     caps = frozenset(caps)
     for cap, methods in REQUIRED_METHODS.items():
@@ -111,14 +153,15 @@ def validate(spec: str, obj: Any) -> None:
             parent = parent.rsplit(".", 1)[0] if "." in parent else None
 
 
-def load_all(specs: list[str]) -> list[LoadedImpl]:
-    """Load every ``--impl``; collect every problem into one ImplError."""
+def load_all(specs: list[str], search: Sequence[str | Path] = ()) -> list[LoadedImpl]:
+    """Load every ``--impl``; collect every problem into one ImplError. ``search``: folders
+    to look for a ``module:attr`` module in when ``sys.path`` lacks it (see :func:`resolve`)."""
     loaded, errors = [], []
     # The same spec given twice is one implementation (ci/conformance.sh always passes
     # --impl=reference); two different specs with one name are still an error below.
     for spec in dict.fromkeys(specs):
         try:
-            loaded.append(LoadedImpl(spec, resolve(spec)))
+            loaded.append(LoadedImpl(spec, resolve(spec, search)))
         except ImplError as exc:
             errors.append(str(exc))
     names = [li.name for li in loaded]

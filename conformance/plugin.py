@@ -21,6 +21,7 @@ import pytest
 from . import SPEC_VERSION, SUITE_VERSION
 from .api import PROTOCOL_VERSION
 from .capabilities import ALL_CAPABILITIES
+from .hints import did_you_mean
 from .loader import ImplError, LoadedImpl, load_all
 from .manifest import (
     DocumentedDeviation,
@@ -56,7 +57,11 @@ class _State:
     def load(self) -> list[LoadedImpl]:
         if self.impls is None and self.load_error is None:
             try:
-                self.impls = load_all(self.impl_specs or ["reference"])
+                # The invocation folder and rootdir: `pytest` (unlike `python -m pytest`) does
+                # not put the current folder on sys.path, yet --impl=my_adapter:adapter there
+                # must load either way.
+                search = (self.config.invocation_params.dir, self.config.rootpath)
+                self.impls = load_all(self.impl_specs or ["reference"], search)
             except ImplError as exc:
                 self.load_error = str(exc)
         return self.impls or []
@@ -265,7 +270,10 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         for m in it.iter_markers("requires"):
             for cap in m.args + tuple(filter(None, [m.kwargs.get("without")])):
                 if cap not in ALL_CAPABILITIES:
-                    problems.append(f"{it.nodeid}: requires unknown capability {cap!r}")
+                    problems.append(
+                        f"{it.nodeid}: requires unknown capability {cap!r}"
+                        + did_you_mean(cap, ALL_CAPABILITIES, n=1)
+                    )
     if problems:
         raise pytest.UsageError("\n".join(sorted(set(problems))))
 
