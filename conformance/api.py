@@ -149,6 +149,13 @@ class Unavailable(RuntimeError):
     """Raised by an adapter factory whose implementation cannot run here (not installed, ...)."""
 
 
+# What a pandas-backed shuffle adapter's Unavailable says when pandas or dask's dataframe
+# cannot be imported: the extra that installs them.
+SHUFFLE_EXTRA_HINT = (
+    "pandas and dask[dataframe] are needed: pip install 'proxify-conformance[shuffle]'"
+)
+
+
 @dataclass
 class StoreAdapterBase:
     """Optional convenience base for adapters: sensible defaults for the optional parts."""

@@ -11,7 +11,7 @@ the tasks that concatenate the pieces of one output (unpack).
 from __future__ import annotations
 
 from conformance.adapters._dask_frame import DaskFrameShuffle
-from conformance.api import Unavailable
+from conformance.api import SHUFFLE_EXTRA_HINT, Unavailable
 
 
 class DaskTasks(DaskFrameShuffle):
@@ -38,5 +38,5 @@ def adapter() -> DaskTasks:
         import pandas  # noqa: F401
         import pyarrow  # noqa: F401
     except ImportError as exc:
-        raise Unavailable(f"dask[dataframe], distributed and pyarrow are needed: {exc!r}") from exc
+        raise Unavailable(f"{SHUFFLE_EXTRA_HINT}: {exc!r}") from exc
     return DaskTasks()

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.adapters._dask_frame import DaskFrameShuffle
-from conformance.api import ShuffleEnv, Unavailable
+from conformance.api import SHUFFLE_EXTRA_HINT, ShuffleEnv, Unavailable
 
 COMM_BUFFER = 4 * 2**20
 STORAGE_BUFFER = 4 * 2**20
@@ -68,5 +68,5 @@ def adapter() -> DistributedP2P:
         import pandas  # noqa: F401
         import pyarrow  # noqa: F401
     except ImportError as exc:
-        raise Unavailable(f"dask[dataframe], distributed and pyarrow are needed: {exc!r}") from exc
+        raise Unavailable(f"{SHUFFLE_EXTRA_HINT}: {exc!r}") from exc
     return DistributedP2P()

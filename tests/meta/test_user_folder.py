@@ -92,3 +92,28 @@ def test_typos_are_one_usage_error_naming_the_nearest(folder):
     assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]
     want = "\n".join(line.format(folder=folder) for line in TYPOS.values())
     assert proc.stderr.strip() == "ERROR: " + want
+
+
+@pytest.mark.parametrize("name", ["dask-tasks", "distributed-p2p"])
+def test_without_pandas_the_shuffle_adapters_name_the_extra(monkeypatch, name):
+    from conformance.loader import ImplError, resolve
+
+    monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas -> ImportError
+    with pytest.raises(ImplError) as err:
+        resolve(name)
+    assert str(err.value) == (
+        f"--impl={name!r}: not available: pandas and dask[dataframe] are needed: "
+        "pip install 'proxify-conformance[shuffle]': "
+        "ModuleNotFoundError('import of pandas halted; None in sys.modules')"
+    )
+
+
+def test_the_shuffle_extra_installs_what_the_shuffle_ids_import():
+    import tomllib
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    names = {req.split(">")[0].split("[")[0] for req in extras["shuffle"]}
+    assert names == {"pandas", "dask"}
+    assert any(req.startswith("dask[dataframe]") for req in extras["shuffle"])
