@@ -35,12 +35,12 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from .links import into_repository, locate
+
 MODES = ("xfail", "xfail-norun", "skip", "flaky")
 DEFAULT_FLAKY_RUNS = 3
 ID_RE = re.compile(r"^[A-Z][A-Z0-9]*(-[A-Z0-9]+)*-\d{3}$")
 EXPECTED_DIR = Path(__file__).parent / "expected"
-REPO_ROOT = Path(__file__).resolve().parent.parent
-FINDINGS_LINK_RE = re.compile(r"^(docs/findings/[^#]+\.md)(?:#(.*))?$")
 
 
 class ManifestError(Exception):
@@ -52,7 +52,7 @@ class Entry:
     cid: str
     mode: str
     reason: str
-    link: str
+    link: str | None  # optional: a URL, or a path checked when it points into the repository
     source: str
     runs: int = 1
     matches: tuple[tuple[str, str], ...] = ()  # (documented deviation's ID, regex)
@@ -115,18 +115,21 @@ def markdown_anchors(text: str) -> set[str]:
     return anchors
 
 
-def check_link(link: str, root: Path = REPO_ROOT) -> str | None:
-    """Why a ``docs/findings/<file>.md#anchor`` link does not resolve, or None when it does
-    (or is not such a link, or the findings are not shipped with this copy of the suite)."""
-    m = FINDINGS_LINK_RE.match(link.strip())
-    if m is None or not (root / "docs" / "findings").is_dir():
+def check_link(link: str) -> str | None:
+    """Why a link into this suite's repository (``docs/findings/<file>.md#anchor``,
+    ``conformance/SPEC.md#c9.6``) does not resolve in this copy of the suite (checkout or
+    installed: ``links.locate``), or None when it does or points elsewhere (a URL, a path
+    of the user's own)."""
+    link = link.strip()
+    if not into_repository(link):
         return None
-    path = root / m.group(1)
-    if not path.is_file():
-        return f"link {link!r}: no such file {m.group(1)}"
-    anchor = m.group(2)
-    if anchor and anchor not in markdown_anchors(path.read_text(encoding="utf-8")):
-        return f"link {link!r}: no heading in {m.group(1)} has the anchor #{anchor}"
+    path, _, anchor = link.partition("#")
+    target = locate(path)
+    if target is None:
+        return f"link {link!r}: no such file {path}"
+    text = target.read_text(encoding="utf-8") if target.suffix == ".md" else None
+    if anchor and text is not None and anchor not in markdown_anchors(text):
+        return f"link {link!r}: no heading in {path} has the anchor #{anchor}"
     return None
 
 
@@ -164,16 +167,18 @@ def load(path: str | Path) -> tuple[str | None, dict[str, Entry]]:
             problems.append(f"{where}: 'runs' applies only to mode = \"flaky\"")
         elif isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
             problems.append(f"{where}: 'runs' must be a positive integer, got {runs!r}")
-        for key in ("reason", "link"):
-            if not isinstance(body.get(key), str) or not body.get(key).strip():
-                problems.append(f"{where}: '{key}' is required (a non-empty string)")
+        if not isinstance(body.get("reason"), str) or not body.get("reason").strip():
+            problems.append(f"{where}: 'reason' is required (a non-empty string)")
+        link = body.get("link")
+        if link is not None and (not isinstance(link, str) or not link.strip()):
+            problems.append(f"{where}: 'link' must be a non-empty string when given")
         matches = _matches(cid, body, data, where, problems)
-        if len(problems) == before:
-            broken = check_link(body["link"])
+        if len(problems) == before and link is not None:
+            broken = check_link(link)
             if broken:
                 problems.append(f"{where}: {broken}")
         if len(problems) == before:
-            entries[cid] = Entry(cid, mode, body["reason"], body["link"], str(path), runs, matches)
+            entries[cid] = Entry(cid, mode, body["reason"], link, str(path), runs, matches)
     if problems:
         raise ManifestError("\n".join(problems))
     return impl, entries

@@ -317,7 +317,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             continue
         entry = state.manifests.get(name, {}).get(cid)
         if entry is not None:
-            why = f"[{name} manifest] {entry.reason} ({entry.link})"
+            why = f"[{name} manifest] {entry.reason}" + (f" ({entry.link})" if entry.link else "")
             it.user_properties.append(
                 (
                     "conformance_manifest",
@@ -668,7 +668,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     cols = state.results.columns
     cols.sort(key=lambda c: order.index(c) if c in order else len(order))
     terminalreporter.section("conformance report")
-    terminalreporter.write_line(state.results.markdown())
+    # Links as the user's folder sees them: relative under it, else the installed file's path.
+    terminalreporter.write_line(
+        state.results.markdown(base=config.invocation_params.dir, within=True)
+    )
     out = config.getoption("conformance_report")
     if out:
         for path in state.results.write(out):

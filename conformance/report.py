@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import NOT_EXERCISED_PREFIX
+from .links import for_reader
 
 # Worst first: aggregate the items that share an ID and a column.
 RANK = {
@@ -24,7 +23,9 @@ RANK = {
 NA_PREFIX = "N/A:"
 XPASS_STRICT = "[XPASS(strict)]"
 SPEC_FILE = Path(__file__).resolve().parent / "SPEC.md"
-SPEC_LINK = "conformance/SPEC.md"  # as the repository names it
+# As the repository names it, and as the wheel does (relative to site-packages); the JSON
+# keeps this form, the Markdown rewrites it for its reader (links.for_reader).
+SPEC_LINK = "conformance/SPEC.md"
 # Cells that carry a note (reason and link) under the table.
 NOTED = ("XPASS", "xfail", "flaky", "not exercised", "skip")
 
@@ -177,11 +178,11 @@ class Results:
             f"protocol {m.get('protocol_version', '?')}, python {m.get('python', '?')}",
         ]
 
-    def markdown(self, spec_base: str = SPEC_LINK, link_base: str | None = None) -> str:
+    def markdown(self, base: str | Path | None = None, within: bool = False) -> str:
         """Header, table (a clause column linking into SPEC.md) and one note per noted cell.
 
-        ``spec_base``/``link_base`` rewrite repository-relative links for a file that
-        lives elsewhere (the written report).
+        ``base``: the folder the reader is in; repository-relative links are rewritten to
+        the files of this copy of the suite, checkout or installed (``links.for_reader``).
         """
         cols = list(self.columns)
         cells, clauses = self._cells(), self.clauses()
@@ -200,7 +201,9 @@ class Results:
                     key = (rec["status"], rec["reason"], rec["link"])
                     text += f" [{notes.setdefault(key, len(notes) + 1)}]"
                 texts.append(text)
-            links = ", ".join(f"[{c}]({clause_link(c, spec_base)})" for c in clauses.get(cid, []))
+            links = ", ".join(
+                f"[{c}]({for_reader(clause_link(c), base, within)})" for c in clauses.get(cid, [])
+            )
             lines.append(f"| {cid} | " + " | ".join(texts) + f" | {links} |")
         totals = []
         for c in cols:
@@ -211,7 +214,7 @@ class Results:
         if notes:
             lines += ["", "Notes:", ""]
             for (status, reason, link), n in notes.items():
-                where = f" ({_rebase(link, link_base)})" if link else ""
+                where = f" ({for_reader(link, base, within)})" if link else ""
                 lines.append(f"{n}. {status}: {reason or ''}{where}")
         return "\n".join(lines)
 
@@ -233,19 +236,6 @@ class Results:
         j = d / "conformance.json"
         m = d / "conformance.md"
         j.write_text(json.dumps(self.to_json(), indent=2, sort_keys=True))
-        spec = Path(os.path.relpath(SPEC_FILE, d.resolve())).as_posix()
-        body = self.markdown(spec_base=spec, link_base=str(d.resolve()))
+        body = self.markdown(base=d.resolve())
         m.write_text("# Conformance report\n\n" + body + "\n")
         return [j, m]
-
-
-def _rebase(link: str, base: str | None) -> str:
-    """A repository-relative link as seen from ``base`` (a directory), when it names a file
-    of this repository; URLs and anything else unchanged."""
-    if base is None or re.match(r"^[a-z][a-z0-9+.-]*:", link):
-        return link
-    path, sep, anchor = link.partition("#")
-    target = SPEC_FILE.parent.parent / path
-    if not path or not target.exists():
-        return link
-    return Path(os.path.relpath(target, base)).as_posix() + sep + anchor
