@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .api import REQUIRED_METHODS, Unavailable
-from .capabilities import unknown_capabilities
+from .capabilities import removed_capabilities, unknown_capabilities
 
 # Short names for the built-in adapters. A factory that cannot run here raises
 # conformance.api.Unavailable, which becomes one clear usage error.
@@ -88,6 +88,9 @@ def validate(spec: str, obj: Any) -> None:
     caps = obj.capabilities
     if isinstance(caps, str) or not all(isinstance(c, str) for c in caps):
         raise ImplError(f"--impl={spec!r}: capabilities must be a set of strings, got {caps!r}")
+    gone = removed_capabilities(caps)
+    if gone:
+        raise ImplError(f"--impl={spec!r}: " + "; ".join(gone))
     bad = unknown_capabilities(caps)
     if bad:
         raise ImplError(
