@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .api import REQUIRED_METHODS, Unavailable
-from .capabilities import ALL_CAPABILITIES, unknown_capabilities
+from .capabilities import ALL_CAPABILITIES, removed_capabilities, unknown_capabilities
 from .hints import did_you_mean
 
 # Short names for the built-in adapters. A factory that cannot run here raises
@@ -129,6 +129,9 @@ def validate(spec: str, obj: Any) -> None:
     caps = obj.capabilities
     if isinstance(caps, str) or not all(isinstance(c, str) for c in caps):
         raise ImplError(f"--impl={spec!r}: capabilities must be a set of strings, got {caps!r}")
+    gone = removed_capabilities(caps)
+    if gone:
+        raise ImplError(f"--impl={spec!r}: " + "; ".join(gone))
     bad = unknown_capabilities(caps)
     if bad:
         raise ImplError(

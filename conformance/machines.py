@@ -566,7 +566,8 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
     @precondition(lambda self: any(s.model.keys for s in self.sides))
     @rule(side=SIDES, key=keys)
     def write_in_place(self, side, key):
-        """Clause 13.1: a write to a value in use survives its next spill and unspill."""
+        """Clause 13.1: a write to a value in use, made on the device, survives its next spill
+        and unspill; with ``store.proxy``, a write made wherever the value is (13.6)."""
         s = self._side(side)
         if key not in s.model:
             return
@@ -580,11 +581,16 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
             or leaf.host.dtype.kind not in "biufc"
         ):
             return
+        proxy = self.has("store.proxy")
         with self._window(s, f"store[{key!r}][...] = 1", extra=2 * self._over(s, key)):
             v = s.h.store[key]
-            v[...] = 1
+            wrote = proxy or s.h.snapshot().tiers.get(key) == "device"
+            if wrote:  # a plain array read from host or disk is a copy: 13.6 is N/A for it
+                v[...] = 1
         del v
         s.model.touch(key)
+        if not wrote:
+            return
         new = leaf.host.copy()
         new[...] = 1
         held.expected = S.DeviceLeaf(new, leaf.alloc, leaf.nbytes, leaf.layout)

@@ -33,6 +33,9 @@ from .manifest import (
 from .manifest import load as load_manifest
 from .profiles import DEFAULT_PROFILE, ENV_VAR, PROFILES, database_path, register_profiles
 from .report import NA_PREFIX, Results
+from .shrink import MODES as SHRINK_MODES
+from .shrink import default_mode as default_shrink
+from .shrink import limit as shrink_limit
 
 PACKAGE_DIR = Path(__file__).parent
 DEVICE_KINDS = ("sim", "cuda", "auto")
@@ -46,6 +49,7 @@ class _State:
         self.profile: str = config.getoption("conformance_profile") or os.environ.get(
             ENV_VAR, DEFAULT_PROFILE
         )
+        self.shrink: str = config.getoption("conformance_shrink") or default_shrink(self.profile)
         self.impls: list[LoadedImpl] | None = None
         self.load_error: str | None = None
         self.manifests: dict[str, dict] = {}
@@ -114,6 +118,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         choices=PROFILES,
         help=f"hypothesis profile (default: ${ENV_VAR} or {DEFAULT_PROFILE})",
+    )
+    g.addoption(
+        "--conformance-shrink",
+        dest="conformance_shrink",
+        default=None,
+        choices=SHRINK_MODES,
+        help="how long a failing generative test shrinks: bounded (10 s a test, the default in "
+        "the ci profile), full (hypothesis's own 5 minutes, default in nightly and stress), "
+        "none (the first failing example as drawn)",
     )
     g.addoption(
         "--conformance-ids",
@@ -209,7 +222,8 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         f"conformance: device: {state.device_kind}",
         f"conformance: hypothesis profile: {state.profile} "
         f"(seed: {seed if seed is not None else 'derandomized' if state.profile == 'ci' else 'random'}; "
-        f"database: {database_path(state.profile, '<impl>') or 'none'})",
+        f"database: {database_path(state.profile, '<impl>') or 'none'}; "
+        f"shrink: {state.shrink}, --conformance-shrink)",
     ]
 
 
@@ -401,7 +415,10 @@ def pytest_runtest_call(item: pytest.Item):
     deviation becomes DocumentedDeviation (the one exception its xfail accepts); any other
     failure propagates unchanged and fails the run."""
     try:
-        return (yield)
+        if item.get_closest_marker("conformance_id") is None:
+            return (yield)
+        with shrink_limit(_state(item.config).shrink):
+            return (yield)
     except BaseException as exc:  # pytest.fail() raises a BaseException too
         matches = item.stash.get(_MATCHES, None)
         if matches is None or isinstance(
@@ -504,9 +521,9 @@ def hyp_settings(request, impl: LoadedImpl):
     """``hyp_settings(heavy=False)`` -> hypothesis settings of the selected profile for this impl."""
     from .profiles import settings_for
 
-    profile = _state(request.config).profile
+    state = _state(request.config)
     return lambda heavy=False, shuffle=False: settings_for(
-        profile, impl.name, heavy=heavy, shuffle=shuffle
+        state.profile, impl.name, heavy=heavy, shuffle=shuffle, shrink=state.shrink
     )
 
 

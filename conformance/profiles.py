@@ -53,11 +53,19 @@ def database_path(profile: str, impl_name: str) -> str | None:
 
 
 def settings_for(
-    profile: str, impl_name: str, *, heavy: bool = False, shuffle: bool = False
+    profile: str,
+    impl_name: str,
+    *,
+    heavy: bool = False,
+    shuffle: bool = False,
+    shrink: str | None = None,
 ) -> settings:
-    """The settings a conformance test runs under, for one implementation."""
+    """The settings a conformance test runs under, for one implementation; ``shrink`` is a
+    mode of :mod:`conformance.shrink` (default: the profile's)."""
+    from .shrink import default_mode, phases
+
     parent = settings.get_profile(f"conformance-{profile}")
-    kw = {}
+    kw = {"phases": phases(shrink or default_mode(profile), parent.phases)}
     path = database_path(profile, impl_name)
     if path is not None:  # explicit and per implementation (see anchors 3.5)
         kw["database"] = DirectoryBasedExampleDatabase(path)
@@ -66,5 +74,5 @@ def settings_for(
     if shuffle:
         kw["max_examples"] = max(5, parent.max_examples // SHUFFLE_DIVISOR)
         if profile in NO_SHUFFLE_SHRINK:
-            kw["phases"] = tuple(p for p in parent.phases if p not in (Phase.shrink, Phase.explain))
+            kw["phases"] = tuple(p for p in kw["phases"] if p not in (Phase.shrink, Phase.explain))
     return settings(parent, **kw)

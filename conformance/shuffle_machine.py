@@ -133,7 +133,7 @@ APPLIES = {
     "two_at_once": lambda m: True,
     "rejected": lambda m: m.w.has("shuffle.checks"),
     "release_inputs": lambda m: bool(m.loaded),
-    "kill_a_worker": lambda m: m.w.phase_of is not None and m.w.has("shuffle.faults.worker"),
+    "kill_a_worker": lambda m: m.w.phase_of is not None,
     "cancel_mid_flight": lambda m: m.w.phase_of is not None,
     "stall_the_scheduler": lambda m: m.w.phase_of is not None,
     "remove_spill_files": lambda m: m.w.phase_of is not None and m.w.has("shuffle.spill"),
@@ -448,9 +448,9 @@ class ShuffleMachine(RuleBasedStateMachine):
         if not exercised or kind == "stall":
             forget_error(exc)
             raise AssertionError(f"the shuffle failed ({name} {'did not fire' if not exercised else 'only delays'}): {text}")
-        if kind == "kill" and self.w.has("shuffle.faults.recover"):
+        if kind == "kill" and self.w.has("shuffle.recover"):
             forget_error(exc)
-            raise AssertionError(f"14.5: shuffle.faults.recover is declared, yet {name} failed it: {text}")
+            raise AssertionError(f"14.5: shuffle.recover is declared, yet {name} failed it: {text}")
         if kind == "kill":  # 14.5: the error names the phase or the lost worker
             host_port = killer.fired[0][1].rsplit("//", 1)[-1]
             ok = error_names(exc, re.escape(phase), re.escape(host_port))

@@ -59,7 +59,7 @@ def _check_damage(h, keys, errors):
 
 
 @conformance_id("STORE-INTEG-001", clause=("10.1", "10.6"))
-@requires("store", "store.spill.disk", "store.integrity")
+@requires("store", "store.spill.disk")
 def test_flipped_byte_detected(impl, make_store):
     h, keys, on_disk, files = _disk_keys(impl, make_store)
     path = max(files, key=files.get)
@@ -72,7 +72,7 @@ def test_flipped_byte_detected(impl, make_store):
 
 
 @conformance_id("STORE-INTEG-002", clause=("10.2", "10.6"))
-@requires("store", "store.spill.disk", "store.integrity")
+@requires("store", "store.spill.disk")
 def test_truncated_file_detected(impl, make_store):
     h, keys, on_disk, files = _disk_keys(impl, make_store)
     path = max(files, key=files.get)
@@ -82,7 +82,7 @@ def test_truncated_file_detected(impl, make_store):
 
 
 @conformance_id("STORE-INTEG-006", clause=("10.7", "10.2", "10.6"))
-@requires("store", "store.spill.disk", "store.integrity")
+@requires("store", "store.spill.disk")
 @pytest.mark.parametrize("damage", ["removed", "emptied"])
 def test_removed_or_emptied_file_detected(impl, make_store, damage):
     """Someone else removes a spill file, or truncates it to zero bytes (a scratch-directory
@@ -108,7 +108,7 @@ class _Tripwire:
 
 
 @conformance_id("STORE-INTEG-003", clause="10.5")
-@requires("store", "store.spill.disk", "store.integrity")
+@requires("store", "store.spill.disk", "store.spill.authenticated")
 def test_check_runs_before_deserializing(impl, make_store, tmp_path):
     h, keys, on_disk, files = _disk_keys(impl, make_store)
     marker = tmp_path / "tripwire"
@@ -180,7 +180,7 @@ def _reads(h, held):
 
 
 @conformance_id("STORE-INTEG-004", clause=("10.5", "10.1"))
-@requires("store", "store.spill.disk", "store.limit.host", "store.integrity")
+@requires("store", "store.spill.disk", "store.limit.host", "store.spill.authenticated")
 def test_no_read_path_deserializes_before_authenticating(make_store, tmp_path):
     """A pickle tripwire is written into every spill file at one offset after the magic (8, 16,
     ..., 128 bytes, the middle, just before a 32-byte tag, the very end; one store per offset).
@@ -265,7 +265,7 @@ def _read_error(h, key, wrong_digest):
 
 
 @conformance_id("STORE-INTEG-005", clause=("10.3", "10.4"))
-@requires("store", "store.spill.disk", "store.limit.host", "store.integrity")
+@requires("store", "store.spill.disk", "store.limit.host", "store.spill.authenticated")
 def test_authentication_binds_content_to_key_and_store(make_store):
     """Two authentic spill files swapped between keys a and b, and a store's file replaced by
     another store's (same key, same size), must each be detected: the read raises an error

@@ -1,8 +1,9 @@
 """A worker SIGKILLed (its nanny restarts it) during the transfer phase, during the unpack
 phase, holding finished outputs not read yet, and twice in turn; the spill files removed as
 the unpack phase starts: a correct result or a clear error in bounded time (with
-``shuffle.faults.recover``, the correct result), never wrong data and never a hang. A fault
-that did not happen is 'not exercised', never a pass."""
+``shuffle.recover``, the correct result), never wrong data and never a hang. Every shuffle is
+judged with kills (no capability opts out of them); an adapter without the ``phase_of`` hook
+cannot time one, so its kills are 'not exercised', never N/A and never a pass."""
 
 from __future__ import annotations
 
@@ -22,9 +23,16 @@ from conformance.shuffle_harness import (
 from conformance.tables import mixed_case, uniform_case
 
 
+def _needs_phases(impl, what: str = "a kill") -> None:
+    """Faults are timed by phase: without the adapter's ``phase_of`` hook none can fire."""
+    if getattr(impl.adapter, "phase_of", None) is None:
+        not_exercised(f"the adapter has no phase_of(key), so {what} cannot be timed")
+
+
 def _kill_during(phase, impl, make_shuffle_cluster, record_detail, *, after=False) -> None:
     """``after``: kill the holder of the last output as the unpack phase ends, instead of
     the worker that gets the first task of ``phase``."""
+    _needs_phases(impl)
     cluster = make_shuffle_cluster()
     nulls = "shuffle.nulls" in impl.capabilities
     cluster.run(mixed_case(0, 2, 50, 2, nulls=nulls))  # warm: the phase must be the shuffle's
@@ -38,8 +46,8 @@ def _kill_during(phase, impl, make_shuffle_cluster, record_detail, *, after=Fals
     except Exception as exc:  # a clear error is allowed; it must say where
         if not killer.fired:
             pytest.fail(f"the shuffle failed before any kill: {exc!r}")
-        if "shuffle.faults.recover" in impl.capabilities:
-            pytest.fail(f"shuffle.faults.recover is declared, yet a worker killed in {phase} failed it: {exc!r}")
+        if "shuffle.recover" in impl.capabilities:
+            pytest.fail(f"shuffle.recover is declared, yet a worker killed in {phase} failed it: {exc!r}")
         _key, worker, _pid = killer.fired[0]
         text = str(exc)
         host_port = worker.rsplit("//", 1)[-1]
@@ -57,29 +65,30 @@ def _kill_during(phase, impl, make_shuffle_cluster, record_detail, *, after=Fals
 
 
 @conformance_id("SHUF-FAULT-001", clause="14.5")
-@requires("shuffle", "shuffle.faults.worker")
+@requires("shuffle")
 def test_worker_killed_during_transfer(impl, make_shuffle_cluster, record_detail):
     _kill_during("transfer", impl, make_shuffle_cluster, record_detail)
 
 
 @conformance_id("SHUF-FAULT-002", clause="14.5")
-@requires("shuffle", "shuffle.faults.worker")
+@requires("shuffle")
 def test_worker_killed_during_unpack(impl, make_shuffle_cluster, record_detail):
     _kill_during("unpack", impl, make_shuffle_cluster, record_detail)
 
 
 @conformance_id("SHUF-FAULT-004", clause=("14.19", "14.5"))
-@requires("shuffle", "shuffle.faults.worker")
+@requires("shuffle")
 def test_worker_killed_holding_finished_outputs(impl, make_shuffle_cluster, record_detail):
     _kill_during("unpack", impl, make_shuffle_cluster, record_detail, after=True)
 
 
 @conformance_id("SHUF-FAULT-005", clause="14.21")
-@requires("shuffle", "shuffle.faults.worker", "shuffle.faults.recover")
+@requires("shuffle", "shuffle.recover")
 def test_second_worker_killed_during_the_restart(impl, make_shuffle_cluster, record_detail):
     # Three workers, so that one lives throughout: an input placed (even loosely) on workers
     # that are all gone is never scheduled again when new ones join (distributed 2026.8,
     # docs/findings/distributed-p2p.md), whatever the shuffle does.
+    _needs_phases(impl)
     cluster = make_shuffle_cluster(n_workers=3)
     nulls = "shuffle.nulls" in impl.capabilities
     cluster.run(mixed_case(0, 2, 50, 2, nulls=nulls))  # warm: the phase must be the shuffle's
@@ -101,7 +110,7 @@ def test_second_worker_killed_during_the_restart(impl, make_shuffle_cluster, rec
 
 
 @conformance_id("SHUF-FAULT-006", clause=("14.24", "14.11"))
-@requires("shuffle", "shuffle.faults.worker")
+@requires("shuffle")
 @pytest.mark.parametrize("case_", ["transfer", "barrier", "released"])
 def test_inputs_lost_beyond_recovery(case_, impl, make_shuffle_cluster, record_detail):
     """Inputs made from tables scattered to the workers, then a worker killed with the only
@@ -112,6 +121,7 @@ def test_inputs_lost_beyond_recovery(case_, impl, make_shuffle_cluster, record_d
     inputs were made (the scheduler forgets them: only the inputs remain, and their lineage
     is gone)."""
     at = "barrier" if case_ == "barrier" else "transfer"
+    _needs_phases(impl)
     cluster = make_shuffle_cluster()
     if not getattr(cluster.adapter, "accepts_worker_tables", False):
         not_exercised("the adapter's load_inputs takes no tables already on the workers")
@@ -170,8 +180,7 @@ def test_inputs_lost_beyond_recovery(case_, impl, make_shuffle_cluster, record_d
 @conformance_id("SHUF-FAULT-003", clause="14.14")
 @requires("shuffle", "shuffle.spill")
 def test_spill_files_removed_at_unpack(impl, make_shuffle_cluster, record_detail):
-    if getattr(impl.adapter, "phase_of", None) is None:
-        not_exercised("the adapter has no phase_of(key), so the unpack phase cannot be timed")
+    _needs_phases(impl, "the unpack phase")
     cluster = make_shuffle_cluster(device_limit=2**20, host_limit=2 * 2**20)
     cluster.run(uniform_case(2, 100, 2))  # warm: imports and kernels are not the fault's
     # data at 4x the budget and the host tier together: some of it must be in files

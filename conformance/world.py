@@ -347,7 +347,6 @@ class WorldRules:
         lambda self: (
             self.world
             and self.has("store.spill.disk")
-            and self.has("store.integrity")
             and any(s.model.keys for s in self.sides)
         )
     )
@@ -364,8 +363,8 @@ class WorldRules:
         its key (a changed or truncated file must raise); a damaged key can be deleted; every
         other key is intact."""
         s = self._side(side)
-        if how == "dir" and not self.has("store.faults.disk"):
-            how = "remove"  # later writes into a removed directory fail: clause 9.6's case
+        if how == "replace" and not self.has("store.spill.authenticated"):
+            how = "flip"  # an authentic file under another key: only authentication (10.3) sees it
         if self.has("store.evict.manual"):
             adapter_evict(self.adapter, s.h.store, 16 * self.limit)
         tiers = s.h.snapshot().tiers
@@ -431,7 +430,6 @@ class WorldRules:
         lambda self: (
             self.world
             and self.has("store.spill.disk")
-            and self.has("store.faults.disk")
             and self.sides
             and threading.current_thread() is threading.main_thread()
         )

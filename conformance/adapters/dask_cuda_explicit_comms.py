@@ -41,8 +41,9 @@ Capabilities (see docs/findings/dask-cuda-explicit-comms.md): ``shuffle`` and
 ``shuffle.nulls`` only. Not declared: ``shuffle.device`` (pandas on CPU), ``shuffle.bounded``
 and ``shuffle.spill`` (no memory budget to declare: explicit-comms spills only through a
 worker's ``ProxifyHostFile``, and ``batchsize`` bounds rounds, not bytes),
-``shuffle.faults.worker`` (no recovery, and one task per worker does transfer and unpack, so
-no task key names a phase), ``shuffle.checks`` (``shuffle`` validates only ``batchsize``).
+``shuffle.recover`` (no recovery), ``shuffle.checks`` (``shuffle`` validates only ``batchsize``).
+No ``phase_of`` hook: one task per worker does transfer and unpack, so no task key names a
+phase, and the worker kills every shuffle is judged with are reported "not exercised".
 """
 
 from __future__ import annotations

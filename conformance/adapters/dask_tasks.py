@@ -18,7 +18,7 @@ class DaskTasks(DaskFrameShuffle):
     name = "dask-tasks"
     method = "tasks"
     capabilities = frozenset(
-        {"shuffle", "shuffle.nulls", "shuffle.faults.worker", "shuffle.faults.recover", "shuffle.checks",
+        {"shuffle", "shuffle.nulls", "shuffle.recover", "shuffle.checks",
          "shuffle.dtypes", "shuffle.nested", "shuffle.lazy"}
     )
 

@@ -50,7 +50,7 @@ def _emit(record: RunRecord, progress: Progress, o: Outcome, judged: bool) -> No
 
 def _stores(impl, settings, root, emit, progress) -> None:
     need = "store.spill.disk"
-    cases = [(store_faults.disk_full, "store.faults.disk"), (store_faults.corrupted_file, None),
+    cases = [(store_faults.disk_full, None), (store_faults.corrupted_file, None),
              (store_faults.removed_dir, None)]
     for (fn, extra), case in zip(cases, store_faults.CASES, strict=True):
         progress.status(f"{impl.name}: {case}")

@@ -69,12 +69,9 @@ def corrupted_file(impl, kind: str, root: Path) -> Outcome:
                 f.seek(size // 2)
                 f.write(bytes([b[0] ^ 0xFF]))
         intact, wrong, errors = _read(h, {k: keys[k] for k in disk})
-        judged = "store.integrity" in impl.caps
-        if wrong:
-            status = "violation" if judged else "n/a"
-            return Outcome(impl.name, case, status,
-                           f"{len(wrong)} of {len(disk)} corrupted values returned as data"
-                           + ("" if judged else " (does not declare store.integrity)"))
+        if wrong:  # a disk tier implies its damaged files (SPEC 10.1)
+            return Outcome(impl.name, case, "violation",
+                           f"{len(wrong)} of {len(disk)} corrupted values returned as data")
         named = sum(1 for e in errors if e.split(":")[0] in e.split(":", 1)[1])
         detail = f"{len(errors)} of {len(disk)} reads raised ({named} naming the key), e.g. {errors[0]}" if errors else \
             f"{len(intact)} values read back intact"

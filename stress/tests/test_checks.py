@@ -80,7 +80,7 @@ def test_the_summaries_made_on_the_workers_name_each_kind_of_wrong_data():
 
 
 def test_an_error_after_a_kill_is_a_violation_only_for_what_declares_recovery():
-    """SPEC 14.5: with shuffle.faults.recover a killed worker must not fail the shuffle."""
+    """SPEC 14.5: with shuffle.recover a killed worker must not fail the shuffle."""
     from types import SimpleNamespace
 
     from stress.scenarios import shuffle_faults
@@ -89,12 +89,12 @@ def test_an_error_after_a_kill_is_a_violation_only_for_what_declares_recovery():
     case = shuffle_faults.KILL.format("transfer")
     res = runs.Result(error=RuntimeError("worker tcp://127.0.0.1:1 left during transfer"))
     judged = {}
-    for caps in ({"shuffle.faults.worker"}, {"shuffle.faults.worker", shuffle_faults.RECOVER}):
+    for caps in ({"shuffle"}, {"shuffle", shuffle_faults.RECOVER}):
         impl = SimpleNamespace(name="x", caps=frozenset(caps))
         judged[shuffle_faults.RECOVER in caps] = shuffle_faults._judge(impl, case, tables, res, True, "killed w")
     assert judged[False].status == "error", judged[False]
     assert judged[True].status == "violation", judged[True]
-    assert "declares shuffle.faults.recover, yet: RuntimeError: worker" in judged[True].detail
+    assert "declares shuffle.recover, yet: RuntimeError: worker" in judged[True].detail
     # a fault that did not fire is judged as before, whatever is declared
     impl = SimpleNamespace(name="x", caps=frozenset({shuffle_faults.RECOVER}))
     assert shuffle_faults._judge(impl, case, tables, res, False, "").detail.startswith("failed before")

@@ -21,6 +21,7 @@ from broken_disk import ZOO as _DISK
 from broken_mutants import ZOO as _MUTANTS
 from broken_tiers import ZOO as _TIERS
 from broken_world import ZOO as _WORLD
+from inhouse_store import DiskOnlyLosesOnFullDisk
 
 from conformance.api import Snapshot
 
@@ -305,6 +306,9 @@ EXPECTED: dict[str, tuple[type, str]] = {
     **_DISK,
     **_MUTANTS,
     **_WORLD,
+    # a store written from scratch, not the reference (issue 43): declaring only a disk tier,
+    # it loses data on a full disk, and that FAILs (a disk tier implies its faults)
+    "inhouse_disk_only": (DiskOnlyLosesOnFullDisk, "STORE-DISK-006"),
 }
 
 for _attr, (_cls, _cid) in EXPECTED.items():

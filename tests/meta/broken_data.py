@@ -362,7 +362,7 @@ class WritesToTransientCopyLost(_Broken):
     are never written back."""
 
     name = "broken-transient-writes-lost"
-    violates = ("13.1",)
+    violates = ("13.6",)
 
     def __init__(self):
         super().__init__()
@@ -891,7 +891,7 @@ ZOO: dict[str, tuple[type, str]] = {
     "keys_by_str": (KeysByStr, "STORE-KEY-001"),
     "key_named_index_files": (KeyNamedIndexFiles, "STORE-KEY-002"),
     "spill_reuses_clean_copy": (SpillReusesCleanCopy, "STORE-INPLACE-001"),
-    "transient_writes_lost": (WritesToTransientCopyLost, "STORE-INPLACE-001"),
+    "transient_writes_lost": (WritesToTransientCopyLost, "STORE-INPLACE-003"),
     "byte_order_lost": (ByteOrderLost, "STORE-VALUE-001"),
     "noncontiguous_copied_raw": (NonContiguousCopiedRaw, "STORE-VALUE-001"),
     "iteration_keeps_deleted_keys": (IterationKeepsDeletedKeys, "STORE-MAP-001"),

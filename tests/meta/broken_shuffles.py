@@ -745,7 +745,7 @@ class KeepsHostCopies(_BrokenShuffle):
 
 # 25 ----------------------------------------------------------------------------- 14.5
 class GivesUpAtFirstLoss(_BrokenShuffle):
-    """Declares shuffle.faults.recover, yet a lost worker ends the shuffle with a clear
+    """Declares shuffle.recover, yet a lost worker ends the shuffle with a clear
     ShuffleError (max-restarts 0): what the reference did before it recovered."""
 
     name = "broken-shuffle-gives-up-at-first-loss"

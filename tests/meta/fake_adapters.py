@@ -12,6 +12,12 @@ class typo(_Base):  # noqa: N801
     capabilities = frozenset({"store", "store.spil.disk"})
 
 
+class removed_cap(_Base):  # noqa: N801
+    """Declares a name the vocabulary removed (a feature now implies its faults)."""
+
+    capabilities = frozenset({"store", "store.spill.disk", "store.faults.disk"})
+
+
 class lacks_methods(_Base):  # noqa: N801
     capabilities = frozenset({"store"})
 

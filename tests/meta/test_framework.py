@@ -19,6 +19,8 @@ FAST = "--conformance-ids=STORE-MAP-00[12],STORE-EVICT-002"
         ("no_such_module:thing", "cannot import 'no_such_module'"),
         ("fake_adapters:missing", "has no attribute 'missing'"),
         ("fake_adapters:typo", "unknown capability 'store.spil.disk'"),
+        ("fake_adapters:removed_cap", "'store.faults.disk' was removed: the faults of a disk "
+         "tier (a full disk, failed writes) are implied by 'store.spill.disk' (SPEC 9.6)"),
         ("fake_adapters:lacks_methods", "lacks required method(s) inspect, close_store"),
         ("fake_adapters:not_available", "not available: the fake thing is not installed"),
         ("dask-cuda", "not available"),
@@ -31,6 +33,17 @@ def test_bad_impl_is_one_usage_error(tmp_path, impl, message):
     assert message in proc.stderr, proc.stderr
     assert proc.stderr.count("ERROR:") == 1
     assert report is None
+
+
+def test_every_removed_capability_names_a_replacement():
+    """A removed name is a usage error that says what to declare instead, never 'unknown'."""
+    from conformance.capabilities import ALL_CAPABILITIES, REMOVED, removed_capabilities
+
+    assert not set(REMOVED) & ALL_CAPABILITIES
+    for old, why in REMOVED.items():
+        named = [c for c in ALL_CAPABILITIES if f"'{c}'" in why]
+        assert named or "drop it" in why, (old, why)
+        assert removed_capabilities({old, "store"}) == [f"{old!r} was removed: {why}"]
 
 
 def test_report_and_na(tmp_path):
