@@ -23,9 +23,11 @@ the patterns (``re.search``). Such an entry is not strict: a machine whose draws
 every named deviation may pass (XPASS), since each named deviation keeps its own strict
 entry, which is what notices a fix. ``flaky`` (for races that really are
 intermittent) runs the test ``runs`` times (default 3) in one item, never fails
-the run and records how often it failed. A link into ``docs/findings/*.md`` must
-name a heading of that file (GitHub-style anchor). An optional top-level
-``impl = "name"`` says which implementation the file is for.
+the run and records how often it failed. ``link`` is optional; a link into this
+repository (``docs/findings/*.md``, ``conformance/SPEC.md``) must name an existing file
+and a heading of it (GitHub-style anchor), in a checkout or an installed wheel, which
+ships them (``links.locate``); a URL or a path of the user's own is not judged. An
+optional top-level ``impl = "name"`` says which implementation the file is for.
 """
 
 from __future__ import annotations
