@@ -37,6 +37,7 @@ py=python
 rm -rf "$out"
 mkdir -p "$out"
 hog_pid=""
+silent=()  # runs that failed with no failing test in their junit (ruff, a crash, a timeout)
 stop_hog() {
     if [[ -n "$hog_pid" ]]; then
         kill -KILL -- "-$hog_pid" 2>/dev/null || true
@@ -61,6 +62,9 @@ for ((i = 1; i <= runs; i++)); do
         "$py" -m pytest "$@" --junitxml="$out/run-$i.xml" >"$out/run-$i.log" 2>&1 && rc=0 || rc=$?
     fi
     echo "flake hunt: run $i/$runs exit $rc in $((SECONDS - start)) s (log $out/run-$i.log)"
+    if [[ "$rc" != 0 ]] && ! cat "$out/run-$i.xml" "$out/run-$i"/*.xml 2>/dev/null | grep -qE '<(failure|error)[ >]'; then
+        silent+=("$i")
+    fi
 done
 stop_hog
 mapfile -t files < <(find "$out" -name '*.xml' | sort)
@@ -68,4 +72,10 @@ if [[ ${#files[@]} -eq 0 ]]; then
     echo "flake hunt: no junit file was written (see $out/run-*.log)" >&2
     exit 1
 fi
-"$py" ci/flake_report.py "${files[@]}" --known "$known" --json "$out/flakes.json"
+rc=0
+"$py" ci/flake_report.py "${files[@]}" --known "$known" --json "$out/flakes.json" || rc=$?
+if [[ ${#silent[@]} -gt 0 ]]; then
+    echo "flake hunt: run(s) ${silent[*]} failed with no failing test in junit: see their logs"
+    rc=1
+fi
+exit "$rc"

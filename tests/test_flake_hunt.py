@@ -111,3 +111,19 @@ def test_the_hunt_refuses_bad_arguments():
         proc = subprocess.run(["bash", str(REPO / "ci" / "flake_hunt.sh"), *args],
                               capture_output=True, text=True, timeout=60, cwd=REPO)  # fmt: skip
         assert proc.returncode == 2 and why in proc.stderr
+
+
+def test_a_run_that_fails_outside_any_test_fails_the_hunt(tmp_path):
+    """A run whose exit status is not 0 while its junit names no failing test (a crash,
+    ruff, an interrupted session) is no clean run: the hunt says so and fails."""
+    (tmp_path / "test_quits.py").write_text(
+        "import pytest\ndef test_ok():\n    pass\ndef test_quit():\n    pytest.exit('bye', returncode=3)\n",
+        encoding="utf-8",
+    )
+    cmd = ["bash", str(REPO / "ci" / "flake_hunt.sh"), "--runs", "1", "--out", str(tmp_path / "h"),
+           "--known", str(tmp_path / "none.txt"), "--", str(tmp_path), "-p", "no:cacheprovider",
+           "-p", "no:randomly", "-n", "0", "--rootdir", str(tmp_path)]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "run 1/1 exit 3" in proc.stdout
+    assert "run(s) 1 failed with no failing test in junit" in proc.stdout, proc.stdout
