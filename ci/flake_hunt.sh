@@ -45,7 +45,8 @@ stop_hog() {
         hog_pid=""
     fi
 }
-trap stop_hog EXIT INT TERM
+trap stop_hog EXIT
+trap 'stop_hog; exit 130' INT TERM
 if [[ "$hog" == 1 ]]; then
     # A session of its own (setsid), so that the whole hog goes with one kill; it also
     # stops by itself once this shell is gone.
