@@ -18,11 +18,13 @@ python -m ruff check --no-cache .
 actionlint -shellcheck= -pyflakes=
 # The GPU check's dry run: arguments, wheel folder, imports, CUDA kernels under the simulator.
 bash ci/gpu_check.sh --dry-run --out reports/gpu-dry-run
-python -m pytest tests -n 2 "$@"
+# JUNIT_DIR (ci/flake_hunt.sh --readme): each pytest step also writes DIR/<step>.xml.
+junit() { [[ -n "${JUNIT_DIR:-}" ]] && echo "--junitxml=$JUNIT_DIR/$1.xml" || true; }
+python -m pytest tests -n 2 $(junit tests) "$@"
 # Every stress scenario at small sizes (python -m stress ...), faults included; about
 # 2 minutes on 2 cores.
-python -m pytest stress -n 2 "$@"
-python -m pytest conformance --impl=reference --device=sim -n 2 "$@"
+python -m pytest stress -n 2 $(junit stress) "$@"
+python -m pytest conformance --impl=reference --device=sim -n 2 $(junit conformance) "$@"
 # The CPU peers' manifests, on a few IDs (< 60 s): a stale entry, a broken findings link or an
 # undocumented failure of zict or distributed-spill fails CI. The full table runs nightly
 # (.github/workflows/nightly-peers.yml).

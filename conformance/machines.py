@@ -189,6 +189,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
             built.host_only,
             built.host_payload if payload else 0,
             cut_from_larger=built.cut_from_larger,
+            obj=built.obj,
         )
 
     def _others_device(self, side: Side) -> int:

@@ -23,6 +23,7 @@ class Held:
     host_only: bool
     host_payload: int
     cut_from_larger: bool = False  # a view smaller than its base: its size changes when moved
+    obj: int = 0  # the object stored: one held under two keys is one object (clause 3.2)
 
 
 @dataclass
@@ -238,9 +239,12 @@ class StoreModel:
         return key, sum(held.allocs.values())
 
     def host_payload_floor(self, tiers: Mapping[Hashable, str]) -> int:
-        """Clause 3.7: the host-tier bytes host-only values hold at least (measured deeply)."""
-        return sum(
-            held.host_payload
-            for k, held in self.keys.items()
-            if held.host_only and tiers.get(k) == "host"
-        )
+        """Clause 3.7: the host-tier bytes host-only values hold at least (measured deeply).
+
+        With dedup, one object under several keys is counted once (clause 3.2, as
+        STORE-ALIAS-004 checks): its payload is in the floor once, not once per key."""
+        counted: dict[Hashable, int] = {}
+        for k, held in self.keys.items():
+            if held.host_only and tiers.get(k) == "host":
+                counted[held.obj if self.dedup and held.obj else ("key", k)] = held.host_payload
+        return sum(counted.values())

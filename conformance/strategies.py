@@ -167,9 +167,11 @@ class Built:
     host_payload: int  # bytes of host buffers inside (a lower bound of its host size)
     leaves: list[Any] = field(default_factory=list)  # device leaves, in draw order
     cut_from_larger: bool = False  # a view smaller than its base allocation
+    obj: int = field(default_factory=lambda: next(_obj_ids))  # which object (stored twice: one)
 
 
 _alloc_ids = itertools.count(1)
+_obj_ids = itertools.count(1)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from conformance import conformance_id, not_exercised, requires
 from conformance.harness import LeakGuard
 from conformance.machines import StoreMachine
+from conformance.strategies import ArraySpec, HostSpec
 from conformance.world import FIRED
 
 _NO_SHRINK = (Phase.explicit, Phase.reuse, Phase.generate)
@@ -40,10 +41,38 @@ def test_store_state_machine(impl, device_kind, tmp_path, hyp_settings):
     _run(impl, device_kind, tmp_path, hyp_settings(heavy=True))
 
 
+def _replay_one_host_object_under_two_keys(machine_cls) -> None:
+    """A program hypothesis drew once (and CI's profile had not): two empty bool arrays
+    under ``'a/b'`` and ``'..'``, then one 16-byte ``bytes`` object under both keys. The
+    store counted the object once (clause 3.2, STORE-ALIAS-004); the model counted it once
+    per key and asked for 32 host bytes. Pinned so that every run draws it."""
+    m = machine_cls()
+    try:
+        m.start(host_limit=None, n_stores=1)
+        empty = ArraySpec(dtype="bool", nbytes=0, ndim=1, view="none", seed=0)
+        for key in ("a/b", ".."):
+            m.put_any_key(side=0, key=key, spec=empty)
+            m.check_all()
+        if m.dedup:  # the rule's precondition
+            m.put_same_object_under_two_keys(
+                side=0, k1="a/b", k2="..", spec=HostSpec(kind="bytes", nbytes=16, seed=0)
+            )
+            m.check_all()
+    finally:
+        m.teardown()
+
+
 @conformance_id("STORE-STATE-002", clause=("1.11", "1.12", "1.13", "9.2"))
 @requires("store")
 def test_store_state_machine_any_keys(impl, device_kind, tmp_path, hyp_settings):
-    """The same machine over any hashable key dask uses: 1, 1.0 and True are one key."""
+    """The same machine over any hashable key dask uses: 1, 1.0 and True are one key. The
+    programs pinned above run first, in every profile."""
+    guard = LeakGuard()
+    machine = StoreMachine.configure(
+        impl.adapter, impl.capabilities, device_kind, tmp_path, any_keys=True
+    )
+    _replay_one_host_object_under_two_keys(machine)
+    guard.check()
     _run(impl, device_kind, tmp_path, hyp_settings(heavy=True), any_keys=True)
 
 

@@ -1,11 +1,21 @@
 """The seeded scheduler (conformance.scheduler): it finds a race by seed, replays a seed
-exactly, passes the turn on when a thread blocks on a lock, and reports deadlocks."""
+exactly (also with every core busy), passes the turn on when a thread blocks on a lock, and
+reports deadlocks."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import threading
+from pathlib import Path
+
+import pytest
 
 from conformance.scheduler import run_scheduled
+
+_HOG = Path(__file__).resolve().parents[2] / "ci" / "cpu_hog.py"
+HOG_RUNS_CI = 3  # replays under the hog in CI; the proof (-m slow) makes 20
+HOG_RUNS_PROOF = 20
 
 
 def _counter_bodies(lock: threading.Lock | None, n: int = 50):
@@ -43,14 +53,54 @@ def test_a_locked_counter_never_loses_an_update_and_blocked_threads_pass_the_tur
         assert run.switches > 0
 
 
-def test_a_seed_replays_its_schedule():
-    def schedule(seed):
-        bodies, count = _counter_bodies(None)
-        run = run_scheduled(bodies, seed, switch_p=0.2)
-        return run.points, run.switches, count[0]
+def _schedule(seed: int, lock: bool = False):
+    """What a run did, all of it: points, switches, each stall-driven hand-off, the count."""
+    bodies, count = _counter_bodies(threading.Lock() if lock else None)
+    run = run_scheduled(bodies, seed, switch_p=0.2)
+    assert not run.errors and not run.stuck
+    return run.points, run.switches, tuple(run.stall_at), count[0]
 
-    assert schedule(7) == schedule(7)
-    assert len({schedule(s) for s in range(4)}) > 1, "every seed gave the same schedule"
+
+def test_a_seed_replays_its_schedule():
+    assert _schedule(7) == _schedule(7)
+    assert len({_schedule(s) for s in range(4)}) > 1, "every seed gave the same schedule"
+
+
+def _cpu_hog():
+    spec = importlib.util.spec_from_file_location("cpu_hog", _HOG)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.cpu_hog()
+
+
+def _replays_under_a_hog(runs: int) -> None:
+    """The same seed, ``runs`` times, while a spinner runs on every core: a thread the
+    machine merely descheduled must never look blocked (the schedule moved with the load
+    when a 5 ms silence passed the turn on), and a thread a released lock wakes must take
+    it and rejoin at the same line each time. The locked counter stalls on every
+    contended acquire, so its stall record is compared too."""
+    want = {lock: _schedule(7, lock) for lock in (False, True)}
+    assert want[True][2], "the locked counter never stalled: the hand-offs went untested"
+    with _cpu_hog() as hog:
+        for i in range(runs):
+            for lock, expected in want.items():
+                got = _schedule(7, lock)
+                assert got[:2] == expected[:2] and got == expected, (
+                    f"run {i + 1} of {runs} under a hog on {os.cpu_count()} cores, "
+                    f"{'locked' if lock else 'lock-free'} counter: (points, switches) "
+                    f"{got[:2]} != {expected[:2]}; stalls {len(got[2])} != {len(expected[2])}"
+                )
+            assert hog.poll() is None, "the hog stopped early: the load went away"
+
+
+def test_a_seed_replays_its_schedule_with_every_core_busy():
+    _replays_under_a_hog(HOG_RUNS_CI)
+
+
+@pytest.mark.slow
+def test_a_seed_replays_its_schedule_with_every_core_busy_20_times():
+    """The proof: 20 of 20 (nightly, ``-m slow``)."""
+    _replays_under_a_hog(HOG_RUNS_PROOF)
 
 
 def test_errors_and_deadlocks_are_reported_not_swallowed():
@@ -109,7 +159,7 @@ def test_a_collection_never_runs_inside_the_scheduler():
                 pass
 
     def body():
-        for _ in range(300):
+        for _ in range(100):  # each finalizer that waits on ``held`` is a stall (~10 ms)
             with held:
                 for _ in range(20):
                     Node()
