@@ -13,6 +13,7 @@ from typing import Any
 
 import distributed
 from distributed.exceptions import Reschedule
+from distributed.metrics import context_meter
 
 from .errors import PeerLost, RunSuperseded, ShuffleError
 from .plugin import get_extension
@@ -36,9 +37,13 @@ def transfer(spec: ShuffleSpec, indices: list[int], *inputs: Any) -> dict:
         return {"worker": me, "error": exc.copy()}
     rows = [0] * spec.npartitions
     try:
-        for index, value in zip(indices, inputs, strict=True):
-            rows = [a + b for a, b in zip(rows, run.add_input(run_spec, index, value), strict=True)]
-        run.barrier()
+        # Without the task's metrics ledger: distributed appends every metric digested
+        # inside a task to it until the task ends, and a transfer digests a few per shard
+        # (partitions**2 / workers of them here, one task per worker).
+        with context_meter.clear_callbacks():
+            for index, value in zip(indices, inputs, strict=True):
+                rows = [a + b for a, b in zip(rows, run.add_input(run_spec, index, value), strict=True)]
+            run.barrier()
     except Exception as exc:
         # The exception can live on after this task (raised on the event loop, it also sits
         # in a cycle with the future that carried it through sync()); its traceback would
