@@ -26,8 +26,15 @@ Methods:
   ``Table.from_pandas`` of the same frame on the worker's device);
 - ``ours-df``: ``shuffle_dataframe`` on the pandas dask DataFrame (pandas -> Table
   -> shuffle -> pandas), the like-for-like of the next two;
+- ``ours-lazy``: ``ddf.shuffle("key", npartitions=..., force=True)`` inside
+  ``reference_impl.shuffle.in_dask.device_shuffle(client)`` (dask's own API, the
+  reference's tasks in dask's graph);
 - ``p2p``: ``ddf.shuffle("key", npartitions=..., shuffle_method="p2p", force=True)``;
 - ``tasks``: the same with ``shuffle_method="tasks"``.
+
+``--lazy 32,256`` compares ``ours-lazy``, ``p2p`` and ``tasks`` on ONE cluster per partition
+count (partitions of ``--part-size``), the methods alternating, ``--repeats`` (3) rounds;
+it prints the median wall time and the median peak RSS growth per worker of each.
 
 Per method it prints the wall time (generation included; ``gen`` is a
 generation-only pass, for reference) and the throughput (input bytes / wall), the
@@ -63,7 +70,7 @@ if REPO not in sys.path:
 from benchmarks._common import machine  # noqa: E402
 
 ROW_BYTES = 8 + 8 + 8 + 8  # key, payload, large_string offset, 8 chars on average
-METHODS = ("ours", "ours-df", "p2p", "tasks")
+METHODS = ("ours", "ours-df", "ours-lazy", "p2p", "tasks")
 MIB = 2**20
 
 
@@ -251,8 +258,23 @@ def run_dask(method: str):
     return run
 
 
-RUNNERS = {"ours": run_ours, "ours-df": run_ours_df, "p2p": run_dask("p2p"), "tasks": run_dask("tasks")}
-BARRIER = {"ours": "-barrier", "ours-df": "-barrier", "p2p": "shuffle-barrier", "tasks": None}
+def run_ours_lazy(client, nparts: int, rows: int) -> tuple[int, int]:
+    from reference_impl.shuffle.in_dask import device_shuffle
+
+    with device_shuffle(client):
+        out = frames(nparts, rows).shuffle("key", npartitions=nparts, force=True)
+        got = out.map_partitions(frame_summary, meta={"rows": "i8", "psum": "i8"}).compute()
+    return int(got["rows"].sum()), int(got["psum"].sum())
+
+
+RUNNERS = {
+    "ours": run_ours,
+    "ours-df": run_ours_df,
+    "ours-lazy": run_ours_lazy,
+    "p2p": run_dask("p2p"),
+    "tasks": run_dask("tasks"),
+}
+BARRIER = {"ours": "-barrier", "ours-df": "-barrier", "ours-lazy": "-barrier", "p2p": "shuffle-barrier", "tasks": None}
 
 
 @contextlib.contextmanager
@@ -280,17 +302,21 @@ def measure(args, tmp: str, method: str, nparts: int, rows: int, nbytes: int, ve
         return _measure(client, method, nparts, rows, nbytes, verbose)
 
 
-def _measure(client, method: str, nparts: int, rows: int, nbytes: int, verbose: bool) -> Result:
+def _measure(
+    client, method: str, nparts: int, rows: int, nbytes: int, verbose: bool, warm: bool = True
+) -> Result:
     from distributed import get_task_stream
 
     runner = RUNNERS[method]
     t_warm = time.perf_counter()
-    runner(client, 4, 500)  # warm-up: imports, kernels compiled, plugins registered
+    if warm:
+        runner(client, 4, 500)  # warm-up: imports, kernels compiled, plugins registered
     if verbose:
         print(f"  ({method} warm-up {time.perf_counter() - t_warm:.1f} s)", flush=True)
     pids = client.run(os.getpid)
     if method.startswith("ours"):
         client.run(reset_peak)
+    time.sleep(0.2)  # the last run's frees and trims land before the baseline sample
     expected_rows = nparts * rows
     expected_sum = expected_rows * (expected_rows - 1) // 2
     with RssSampler(pids) as sampler, get_task_stream(client) as ts:
@@ -384,6 +410,9 @@ def main(argv: list[str] | None = None) -> None:
                     "--part-size, e.g. 32,256,1024")
     ap.add_argument("--part-size", default="3MiB", help="partition size of the --sweep")
     ap.add_argument("--local-directory", default=None, help="spill and P2P shard directory")
+    ap.add_argument("--lazy", default="", help="partition counts for the lazy comparison on one "
+                    "cluster (ours-lazy, p2p, tasks alternating), e.g. 32,256")
+    ap.add_argument("--repeats", type=int, default=3, help="rounds of the --lazy comparison")
     args = ap.parse_args(argv)
 
     import dask
@@ -422,6 +451,8 @@ def main(argv: list[str] | None = None) -> None:
                     rows_for, nparts, row_bytes)
         if args.sweep:
             sweep(args, tmp, methods, [int(n) for n in args.sweep.split(",")], row_bytes)
+        if args.lazy:
+            lazy(args, tmp, [int(n) for n in args.lazy.split(",")], row_bytes)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"\nload after: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
@@ -486,6 +517,43 @@ def sweep(args, tmp, methods, counts, row_bytes) -> None:
         g_ratio = f"{r.max_growth() / p2p.max_growth():.2f}" if p2p else "-"
         print(f"| {n} x {n} | {r.nbytes / MIB:,.0f} | {r.method} | {r.wall:.1f} | {per_gib:.1f} | {t_ratio} "
               f"| +{' / '.join(mib(v) for v in r.rss_growth.values())} | {g_ratio} |")
+
+
+LAZY_METHODS = ("ours-lazy", "p2p", "tasks")
+
+
+def lazy(args, tmp, counts, row_bytes) -> None:
+    """Through dask's API on one cluster per partition count: the methods alternate, each
+    warmed once, ``--repeats`` rounds; medians of wall time and of peak RSS growth."""
+    import statistics
+
+    rows = max(int(parse_size(args.part_size) / row_bytes), 1)
+    out: list[tuple[int, str, float, float, float]] = []
+    for n in counts:
+        nbytes = int(rows * n * row_bytes)
+        with fresh_cluster(args, tmp) as client:
+            for m in LAZY_METHODS:
+                RUNNERS[m](client, 4, 500)  # warm-up
+            got: dict[str, list[Result]] = {m: [] for m in LAZY_METHODS}
+            for rnd in range(args.repeats):
+                for m in LAZY_METHODS:
+                    r = _measure(client, m, n, rows, nbytes, False, warm=False)
+                    got[m].append(r)
+                    load = os.getloadavg()[0]
+                    print(f"{n} x {n} round {rnd + 1} {m}: {r.wall:.1f} s, RSS growth "
+                          f"+{' / '.join(mib(v) for v in r.rss_growth.values())} MiB (load {load:.2f})",
+                          flush=True)
+        for m in LAZY_METHODS:
+            wall = statistics.median(r.wall for r in got[m])
+            growth = statistics.median(r.max_growth() for r in got[m])
+            out.append((n, m, wall, growth, nbytes))
+    print("\n| partitions | data MiB | method | median wall s | x P2P time | median max RSS growth per "
+          "worker MiB | x P2P growth |")
+    print("|---" * 7 + "|")
+    for n, m, wall, growth, nbytes in out:
+        p2p = next(q for q in out if q[0] == n and q[1] == "p2p")
+        print(f"| {n} x {n} | {nbytes / MIB:,.0f} | {m} | {wall:.1f} | {wall / p2p[2]:.2f} "
+              f"| +{mib(growth)} | {growth / max(p2p[3], 1):.2f} |")
 
 
 if __name__ == "__main__":

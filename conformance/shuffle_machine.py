@@ -60,7 +60,8 @@ def _healed(client, n_workers: int) -> None:
             f"environment: the nanny never restarted the killed worker ({n_workers} workers "
             f"wanted, not back within {HEAL:.0f} s); not the implementation's failure: rerun"
         ) from exc
-AFTER_ERROR = 40.0  # seconds 14.11 is given after a shuffle failed by a fault (see below)
+
+
 SPILL_CASE_MAX = 3 * 2**19  # bytes; an implementation that always writes shards needs no more
 
 
@@ -182,7 +183,6 @@ class ShuffleMachine(RuleBasedStateMachine):
         self.loaded: list[Loaded] = []
         self.clean = False  # the last step ended with nothing left behind
         self.counts: Counter = Counter()
-        self.after_error = False  # the last step's shuffle failed by a fault
         self.w.outcomes["examples"] += 1
         self.inherited: tuple[set[str], set[str]] = self._inherit()
 
@@ -459,7 +459,6 @@ class ShuffleMachine(RuleBasedStateMachine):
         """What an error after a fault must be; nothing else may fail."""
         name = f"{kind} at {phase}"
         text = f"{type(exc).__name__}: {exc}"
-        self.after_error = True
         if not exercised or kind == "stall":
             forget_error(exc)
             raise AssertionError(f"the shuffle failed ({name} {'did not fire' if not exercised else 'only delays'}): {text}")
@@ -491,13 +490,6 @@ class ShuffleMachine(RuleBasedStateMachine):
         gc.collect()
         left = self._left(SETTLE)
         self.w.seconds["(invariant)"] += time.perf_counter() - start
-        if left is not None and self.after_error:
-            # Under triage: after a shuffle failed by a fault, the reference sometimes still
-            # holds its inputs (and a spill file) at 10 s; a replay of the same program is
-            # clean. Counted, and judged at AFTER_ERROR seconds instead.
-            self.w.outcomes["slow cleanup after an error (> 10 s)"] += 1
-            left = self._left(AFTER_ERROR - SETTLE)
-        self.after_error = False
         assert left is None, "14.11: left behind: " + "; ".join(left) + self._states(left)
         self.clean = True
 

@@ -40,7 +40,7 @@ def register() -> None:
     the shuffle's HostShards; dask's ``sizeof`` learns a Table's and a proxy's device bytes.
     """
     from .device.sim_comms import register_dask_serializers as sim_arrays
-    from .shuffle.transfer import register_dask_serializers as host_shards
+    from .shuffle.comms import register_dask_serializers as host_shards
     from .store.comms import register_dask_serializers as proxies
     from .store.proxy import register_sizeof as proxy_sizes
     from .table.comms import register_dask_hooks as tables

@@ -89,7 +89,7 @@ def test_root_names_register_everything_once():
     assert "reference_impl.device.sim.SimArray" in reg["dask_serialize"], reg
     assert "reference_impl.store.proxy.ProxyObject" in reg["dask_deserialize"], reg
     assert "reference_impl.table.table.Table" in reg["sizeof"], reg
-    assert "reference_impl.shuffle.transfer.HostShards" in reg["dask_serialize"], reg
+    assert "reference_impl.shuffle.comms.HostShards" in reg["dask_serialize"], reg
     assert reg["store device types"] == ["Table"], reg
 
 

@@ -1,15 +1,17 @@
 """A memory-bounded shuffle of device Tables on dask.distributed (explicit comms).
 
-Phases, one module each, as in distributed/shuffle: :mod:`.plan` (checks before any
-data moves, placement), :mod:`.transfer` (partition local inputs, send packed shards to
-their workers), :mod:`.barrier`, :mod:`.unpack` (one output at a time from its buffer).
-What they share: :mod:`.spec` (the frozen ShuffleSpec every task gets), :mod:`.packed`
-(a shard as host bytes and one index row; an output built from them), :mod:`.buffers`
-(one buffer and one file per output on its worker). The worker side: :mod:`.plugin`
-(the extension), :mod:`.run` (one shuffle's state on a worker), :mod:`.limiter` (device
-room, host budget), :mod:`.comms` (sends in flight); the scheduler side:
-:mod:`.coordinator`; set-up: :mod:`.cluster`. Data flows device -> store -> table ->
-shuffle; nothing below imports this package.
+Phases, one task module each, as in distributed/shuffle, each a thin wrapper: :mod:`.plan`
+(checks before any data moves, placement), :mod:`.transfer`, :mod:`.barrier`,
+:mod:`.unpack`. One object owns a shuffle's run on a worker: :mod:`.run`'s ShuffleRun
+(its shards, its sends, its unpacked outputs, its failure; partitioning an input, keeping
+what arrives, building an output). What they share: :mod:`.spec` (the frozen ShuffleSpec
+every task gets, and every task key), :mod:`.packed` (a shard as host bytes and one index
+row; an output built from them), :mod:`.buffers` (a run's storage: one buffer and one
+file per output). The worker side: :mod:`.plugin` (the extension: what is worker-wide),
+:mod:`.limiter` (device room, host budget), :mod:`.comms` (the transport, bytes in flight);
+the scheduler side: :mod:`.coordinator`; set-up: :mod:`.install` (on a client),
+:mod:`.cluster` (workers). Data flows device -> store -> table -> shuffle; nothing below
+imports this package.
 """
 
 from __future__ import annotations

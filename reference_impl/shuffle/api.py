@@ -9,23 +9,18 @@ until the inputs have been described and checked (:mod:`.plan`).
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
-import dask.config
 import distributed
 from distributed import Client, Future
-
-from reference_impl.registration import register
 
 from . import plan as planning
 from .barrier import barrier
 from .comms import send_retries
-from .coordinator import MAX_RESTARTS, ShuffleSchedulerPlugin
+from .install import ensure_plugins, max_restarts
 from .messages import REGISTER_OP
-from .plugin import EXTENSION, ShuffleWorkerPlugin
-from .spec import KEY_PREFIX, ShuffleSpec
+from .spec import ShuffleSpec, new_shuffle_id
 from .transfer import transfer
 from .unpack import unpack
 
@@ -51,29 +46,6 @@ def _key_order(key: Any) -> Any:
     return key[1:] if isinstance(key, tuple) else (key,)
 
 
-def _has_extension(dask_worker: distributed.Worker) -> bool:
-    return EXTENSION in dask_worker.extensions
-
-
-def _ensure_plugins(client: Client) -> list[str]:
-    """Workers able to take part (those with the extension; it is installed where missing).
-
-    The client and every worker register the reference's serializers first: Tables and
-    HostShards cross the comms.
-    """
-    register()
-    client.run(register)
-    client.register_plugin(ShuffleSchedulerPlugin())
-    found = client.run(_has_extension)
-    if not all(found.values()):
-        client.register_plugin(ShuffleWorkerPlugin())
-        found = client.run(_has_extension)
-    workers = sorted(w for w, ok in found.items() if ok)
-    if not workers:
-        raise RuntimeError("the cluster has no workers")
-    return workers
-
-
 def shuffle(
     client: Client, inputs: Any, on: str | Sequence[str], npartitions: int
 ) -> list[Future]:
@@ -93,14 +65,14 @@ def shuffle(
         described = client.gather(client.map(planning.describe_input, futures, pure=False))
         schema = planning.check_schemas(described, keys)
         planning.check_types(schema, keys, npartitions)
-        workers = _ensure_plugins(client)
+        workers = ensure_plugins(client)
     except BaseException:
         # An input's error is raised as the object the client keeps for that future, and
         # the raise adds this frame to its traceback: the frame must not hold the inputs'
         # futures, or the client would keep them (and their data) for good.
         inputs = futures = None  # noqa: F841
         raise
-    shuffle_id = f"{KEY_PREFIX}{uuid.uuid4().hex[:16]}"
+    shuffle_id = new_shuffle_id()
     holders = client.who_has(futures)
     by_worker: dict[str, list[int]] = {}
     for i, f in enumerate(futures):
@@ -110,14 +82,13 @@ def shuffle(
 
     send_retries()  # read again on each worker as it sends; a bad value fails here first
     spec = ShuffleSpec(shuffle_id, tuple(keys), npartitions, schema)
-    transfer_keys = {w: f"{shuffle_id}-transfer-{n}" for n, w in enumerate(sorted(by_worker))}
-    barrier_key = f"{shuffle_id}-barrier"
-    unpack_keys = [f"{shuffle_id}-unpack-{i}" for i in range(npartitions)]
+    transfer_keys = {w: spec.transfer_key(n) for n, w in enumerate(sorted(by_worker))}
+    unpack_keys = spec.unpack_keys
     client.sync(
         getattr(client.scheduler, REGISTER_OP),
         shuffle_id=shuffle_id,
         npartitions=npartitions,
-        barrier=barrier_key,
+        barrier=spec.barrier_key,
         transfers=list(transfer_keys.values()),
         unpacks=unpack_keys,
         client=client.id,
@@ -139,19 +110,9 @@ def shuffle(
         )
         for w, indices in sorted(by_worker.items())
     ]
-    done = client.submit(barrier, spec, *transfers, key=barrier_key, pure=False)
+    done = client.submit(barrier, spec, *transfers, key=spec.barrier_key, pure=False)
     del transfers
     return [client.submit(unpack, done, i, key=unpack_keys[i], pure=False) for i in range(npartitions)]
-
-
-def max_restarts() -> int:
-    """``reference-impl.shuffle.max-restarts`` (restarts after lost workers), checked."""
-    value = dask.config.get("reference-impl.shuffle.max-restarts", MAX_RESTARTS)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(
-            f"reference-impl.shuffle.max-restarts must be an int >= 0, got {value!r}"
-        )
-    return value
 
 
 def shuffle_dataframe(

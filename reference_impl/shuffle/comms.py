@@ -1,26 +1,28 @@
-"""Sending shards: bytes in flight per worker, the sends of a run, their flush and cancel.
+"""Sending shards: what crosses the comms (:class:`HostShards`) and one worker's
+:class:`Transport`, shared by its runs.
 
-A transfer task (a worker thread) hands a batch to :meth:`Comms.send`, which returns as
-soon as the batch is on its way; it blocks only while this worker already has
-``max_in_flight()`` bytes out (one batch may exceed it alone). The sends run on the
-worker's event loop, one RPC per batch (``device_shuffle_receive``), while the task
-partitions its next chunk; a connection that fails is tried again (:func:`send_retries`). ``flush`` waits for all of a run's sends and raises the first
-cause of failure.
+A run (:class:`~.run.ShuffleRun`) starts a send on the worker's event loop with
+:meth:`Transport.start`, which returns as soon as the batch is on its way; it waits only
+while this worker already has ``max_in_flight()`` bytes out (one batch may exceed it
+alone). Each batch is one RPC (``device_shuffle_receive``); a connection that fails is
+tried again (:func:`send_retries`). The run keeps the send's task, and flushes or cancels
+its own sends: the transport holds no run's state.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import dask.config
 import distributed
-from distributed.utils import sync
+from distributed.protocol.serialize import dask_deserialize, dask_serialize
 from distributed.utils_comm import retry
 
-from .errors import PeerLost, RunSuperseded, ShuffleClosedError, ShuffleError
-from .run import ShuffleRun
+from reference_impl.device.common import once
+
+from .errors import PeerLost, RunSuperseded, ShuffleClosedError
 
 RECEIVE_OP = "device_shuffle_receive"
 # A failed connect or a dropped connection is tried again, as P2P does
@@ -46,8 +48,48 @@ def send_retries() -> tuple[int, float, float]:
     return count, lo, hi
 
 
-class Comms:
-    """One worker's outgoing shards, over all runs."""
+class HostShards:
+    """Packed shards of one input chunk for one destination worker: index rows and frames."""
+
+    __slots__ = ("outputs", "rows", "frames")
+
+    def __init__(self, outputs: list[int], rows: list[list[int]], frames: list[list[Any]]) -> None:
+        self.outputs, self.rows, self.frames = outputs, rows, frames
+
+    @classmethod
+    def from_packed(cls, items: list[tuple[int, list[int], list[Any]]]) -> HostShards:
+        return cls([o for o, _, _ in items], [r for _, r, _ in items], [f for _, _, f in items])
+
+    @property
+    def nbytes(self) -> int:
+        return sum(memoryview(f).nbytes for fr in self.frames for f in fr)
+
+    def items(self) -> Iterator[tuple[int, list[int], list[Any]]]:
+        yield from zip(self.outputs, self.rows, self.frames, strict=True)
+
+
+def _serialize_shards(batch: HostShards) -> tuple[dict, list[Any]]:
+    header = {"outputs": batch.outputs, "rows": batch.rows, "counts": [len(fr) for fr in batch.frames]}
+    return header, [f for fr in batch.frames for f in fr]
+
+
+def _deserialize_shards(header: dict, frames: list[Any]) -> HostShards:
+    out, at = [], 0
+    for n in header["counts"]:
+        out.append(list(frames[at : at + n]))
+        at += n
+    return HostShards(list(header["outputs"]), [list(r) for r in header["rows"]], out)
+
+
+@once
+def register_dask_serializers() -> None:
+    """Called by ``reference_impl.register()``: HostShards cross the comms as their frames."""
+    dask_serialize.register(HostShards)(_serialize_shards)
+    dask_deserialize.register(HostShards)(_deserialize_shards)
+
+
+class Transport:
+    """One worker's outgoing shards, over all runs: the RPC, its retries, the bytes in flight."""
 
     def __init__(self, worker: distributed.Worker, max_in_flight: Callable[[], int]) -> None:
         self.worker = worker
@@ -55,65 +97,54 @@ class Comms:
         self.in_flight = 0
         self._flight: asyncio.Condition | None = None
 
-    # --- called from a task thread ----------------------------------------------------
-    def send(self, run: ShuffleRun, address: str, source: tuple[int, int], batch: Any) -> None:
-        """Start sending ``batch``; blocks only while this worker has too much in flight."""
-        sync(self.worker.loop, self._start_send, run, address, source, batch)
+    @property
+    def loop(self) -> Any:
+        return self.worker.loop
 
-    def flush(self, run: ShuffleRun) -> None:
-        """Wait for every send this worker started for ``run``; raise the first failure."""
-        sync(self.worker.loop, self._flush, run)
+    def wake(self) -> None:
+        """On the event loop: senders waiting for room look again (a run of theirs failed)."""
+        if self._flight is not None:
+            asyncio.ensure_future(self._notify())
 
-    # --- from anywhere ------------------------------------------------------------------
-    def cancel(self, run: ShuffleRun) -> None:
-        """Stop ``run``'s sends and wake senders waiting for room (they see its failure)."""
-
-        def cancel() -> None:
-            for task in run.sends:
-                task.cancel()
-            if self._flight is not None:  # this run's senders waiting behind another run's
-                asyncio.ensure_future(self._notify())  # sends see the failure at once
-
-        self.worker.loop.add_callback(cancel)
-
-    # --- on the event loop ----------------------------------------------------------------
     async def _notify(self) -> None:
         assert self._flight is not None
         async with self._flight:
             self._flight.notify_all()
 
-    async def _start_send(
-        self, run: ShuffleRun, address: str, source: tuple[int, int], batch: Any
-    ) -> None:
+    async def start(
+        self, check: Callable[[], None], address: str, message: dict, batch: Any
+    ) -> asyncio.Task:
+        """Wait for room (``check`` raising ends the wait), then send ``batch`` with
+        ``message`` (shuffle_id, run_id, source) to ``address``; the send's task."""
         if self._flight is None:
             self._flight = asyncio.Condition()
         nbytes = batch.nbytes
         limit = self.max_in_flight()
         async with self._flight:
             while self.in_flight and self.in_flight + nbytes > limit:
-                run.check()
+                check()
                 await self._flight.wait()
-            run.check()
+            check()
             self.in_flight += nbytes
-        task = asyncio.ensure_future(self._send(run, address, source, batch))
+        task = asyncio.ensure_future(self._send(check, address, message, batch))
         # Released when the task ends, not in the coroutine's ``finally``: a task cancelled
         # before its first step never runs its body, and its bytes would stay in flight
         # for good, stalling every later send of this worker.
         task.add_done_callback(lambda _: self._landed(nbytes))
-        run.sends.append(task)
+        return task
 
     def _landed(self, nbytes: int) -> None:
         self.in_flight -= nbytes
         asyncio.ensure_future(self._notify())
 
-    async def _send(self, run: ShuffleRun, address: str, source: tuple[int, int], batch: Any) -> None:
+    async def _send(self, check: Callable[[], None], address: str, message: dict, batch: Any) -> None:
         from distributed.protocol import to_serialize
 
+        shuffle_id, run_id = message["shuffle_id"], message["run_id"]
+
         async def attempt() -> str:
-            run.check()  # a run that failed meanwhile sends nothing more
-            return await getattr(self.worker.rpc(address), RECEIVE_OP)(
-                shuffle_id=run.id, run_id=run.run_id, source=source, shards=to_serialize(batch)
-            )
+            check()  # a run that failed meanwhile sends nothing more
+            return await getattr(self.worker.rpc(address), RECEIVE_OP)(**message, shards=to_serialize(batch))
 
         count, delay_min, delay_max = send_retries()
         try:
@@ -123,32 +154,14 @@ class Comms:
                 delay_min=delay_min,
                 delay_max=delay_max,
                 retry_on_exceptions=(OSError, distributed.comm.CommClosedError),
-                operation=f"sending shards of shuffle {run.id} to {address}",
+                operation=f"sending shards of shuffle {shuffle_id} to {address}",
             )
         except (OSError, distributed.comm.CommClosedError) as exc:
             tries = f" ({count + 1} tries)" if count else ""
             raise PeerLost(
-                run.id, "transfer", address, f"sending shards to it failed{tries}: {exc!r}"
+                shuffle_id, "transfer", address, f"sending shards to it failed{tries}: {exc!r}"
             ) from exc
         if answer == "superseded":
-            raise RunSuperseded(run.id, "transfer", address, f"run {run.run_id} was replaced there")
+            raise RunSuperseded(shuffle_id, "transfer", address, f"run {run_id} was replaced there")
         if answer != "OK":
-            raise ShuffleClosedError(run.id, "transfer", address, f"the shuffle is {answer} there")
-
-    async def _flush(self, run: ShuffleRun) -> None:
-        tasks, run.sends = run.sends, []
-        results = await asyncio.gather(*tasks, return_exceptions=True)
-        run.check()
-        # The cause first: a receiver's own failure, not a later "the shuffle is failed there".
-        for r in sorted(
-            (r for r in results if isinstance(r, BaseException)),
-            key=lambda r: isinstance(r, (ShuffleClosedError, asyncio.CancelledError)),
-        ):
-            if isinstance(r, asyncio.CancelledError):
-                run.check()
-                raise ShuffleError(run.id, "transfer", run.worker, "a send was cancelled")
-            # A copy: raised in the task's thread, the stored one would take the task's
-            # frames (and its inputs) into a reference cycle with the send task.
-            if isinstance(r, ShuffleError):
-                raise r.copy()
-            raise ShuffleError(run.id, "transfer", run.worker, f"{type(r).__name__}: {r}")
+            raise ShuffleClosedError(shuffle_id, "transfer", address, f"the shuffle is {answer} there")

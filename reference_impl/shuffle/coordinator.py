@@ -38,7 +38,7 @@ from distributed.protocol import pickle
 from .errors import ShuffleError
 from .messages import BARRIER_OP, CLOSE_OP, GET_RUN_OP, REGISTER_OP, RESTART_OP
 from .plan import place
-from .spec import KEY_PREFIX, ShuffleSpec
+from .spec import barrier_spec
 
 logger = logging.getLogger(__name__)
 MAX_RESTARTS = 3  # config reference-impl.shuffle.max-restarts (as distributed's allowed-failures)
@@ -293,21 +293,18 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
         tasks is transitioned: its barrier carries the spec, with every transfer as a
         dependency. Outputs a culled graph left out are still the shuffle's, never built."""
         for key in tasks:
-            if not (isinstance(key, str) and key.startswith(KEY_PREFIX) and key.endswith("-barrier")):
-                continue
-            shuffle_id = key[: -len("-barrier")]
             ts = scheduler.tasks.get(key)
-            spec = getattr(ts.run_spec, "args", (None,))[0] if ts is not None else None
-            if not isinstance(spec, ShuffleSpec) or spec.max_restarts is None:
-                continue  # registered by its client before it submitted
-            if shuffle_id in self.shuffles:
+            spec = barrier_spec(ts) if ts is not None else None
+            if spec is None or spec.max_restarts is None:
+                continue  # not a barrier, or registered by its client before it submitted
+            if spec.id in self.shuffles:
                 continue  # each graph's shuffle has its own id (in_dask): seen already
             self.register(
-                shuffle_id,
+                spec.id,
                 spec.npartitions,
-                key,
+                spec.barrier_key,
                 transfers=sorted(str(dts.key) for dts in ts.dependencies),
-                unpacks=[f"{shuffle_id}-unpack-{i}" for i in range(spec.npartitions)],
+                unpacks=spec.unpack_keys,
                 client=None,
                 max_restarts=spec.max_restarts,
             )

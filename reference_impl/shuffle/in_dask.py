@@ -16,7 +16,6 @@ the dask versions in ``TESTED_DASK`` (another version fails loudly at :func:`ins
 from __future__ import annotations
 
 import functools
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -32,7 +31,8 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 
 from .barrier import barrier
 from .frames import arrow_schema_of, check_frame_schema, to_frame, to_transfer_input
-from .spec import KEY_PREFIX, ShuffleSpec
+from .install import ensure_plugins, max_restarts
+from .spec import ShuffleSpec, barrier_spec, new_shuffle_id
 from .transfer import transfer
 from .unpack import unpack
 
@@ -46,10 +46,8 @@ _original_lower: Any = None
 def install(client: distributed.Client | None = None) -> None:
     """Route dask's shuffles with method ``"device"`` here, and put the coordinator and
     the worker extension on ``client``'s cluster (the default client's if None)."""
-    from .api import _ensure_plugins
-
     install_lowering()
-    _ensure_plugins(client or distributed.get_client())
+    ensure_plugins(client or distributed.get_client())
 
 
 @contextmanager
@@ -74,7 +72,8 @@ class DeviceShufflesSeen(SchedulerPlugin):
         self.barriers: list[str] = []
 
     def update_graph(self, scheduler: Any, *, tasks: Any = (), **kwargs: Any) -> None:
-        self.barriers += [k for k in tasks if isinstance(k, str) and k.startswith(KEY_PREFIX) and k.endswith("-barrier")]
+        found = (scheduler.tasks.get(k) for k in tasks)
+        self.barriers += [ts.key for ts in found if ts is not None and barrier_spec(ts) is not None]
 
 
 def install_lowering() -> None:
@@ -122,8 +121,6 @@ def _check_hashable_keys(keys: Any, meta: Any) -> None:
 def _lowered(expr: Any) -> Any:
     """``expr`` (a dask-expr Shuffle) as a DeviceShuffle, its frame checked here, on the
     client, before anything is submitted (carried dtypes allowed: :mod:`.carriers`)."""
-    from .api import max_restarts
-
     index = expr.partitioning_index
     index = index[0] if isinstance(index, list) and len(index) == 1 else index
     meta = expr.frame._meta
@@ -189,8 +186,7 @@ class DeviceShuffle(SimpleShuffle):
         # this graph's: the same collection computed again (after .values, persist, or
         # while the last run's tasks are being forgotten) is a new shuffle, never a late
         # share of a run that has ended.
-        token = self._name.split("-")[-1]
-        shuffle_id = f"{KEY_PREFIX}{token[:16]}-{uuid.uuid4().hex[:12]}"
+        shuffle_id = new_shuffle_id(self._name.split("-")[-1])
         npartitions = self.npartitions_out
         meta = self.frame._meta
         schema = arrow_schema_of(meta, index=not self.ignore_index)
@@ -211,15 +207,15 @@ class DeviceShuffle(SimpleShuffle):
             # device a chunk at a time. The output is cast to meta inside its unpack. No device
             # Table is ever a task's result, which another worker could fetch (in-process
             # workers share a process, so a fetched Table would land on the sender's device).
-            table = Task(f"{shuffle_id}-table-{i}", to_transfer_input, self._input(i), meta, schema, i)
-            sent = Task(f"{shuffle_id}-transfer-{i}", transfer, spec, [i], table)
+            table = Task(spec.input_key(i), to_transfer_input, self._input(i), meta, schema, i)
+            sent = Task(spec.transfer_key(i), transfer, spec, [i], table)
             dsk[sent.key] = sent
             transfers.append(sent.ref())
-        done = Task(f"{shuffle_id}-barrier", barrier, spec, *transfers)
+        done = Task(spec.barrier_key, barrier, spec, *transfers)
         dsk[done.key] = done
         parts_out = self._partitions if self._filtered else range(npartitions)
         for i, part in enumerate(parts_out):
-            built = _Unfused(f"{shuffle_id}-unpack-{part}", unpack_frame, done.ref(), part, meta)
+            built = _Unfused(spec.unpack_key(part), unpack_frame, done.ref(), part, meta)
             dsk[built.key] = built
             dsk[(self._name, i)] = Alias((self._name, i), built.key)
         return dsk

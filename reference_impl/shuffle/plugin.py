@@ -1,15 +1,15 @@
-"""The worker side of the shuffle: one extension per worker, tying its parts together.
+"""The worker side of the shuffle: one extension per worker, holding what is worker-wide.
 
 ``ShuffleWorkerPlugin`` installs one ``ShuffleExtension`` per worker, which holds:
 
-- ``runs``: one :class:`~.run.ShuffleRun` per active shuffle id, with the shards
-  received for this worker's outputs in one buffer per output (:mod:`.buffers`);
+- ``runs``: one :class:`~.run.ShuffleRun` per active shuffle id (each run owns its
+  shards, sends, unpacked outputs and failure; nothing here changes them);
+- ``closed``: what it remembers of closed runs, to refuse what comes late;
 - ``room`` and ``budget`` (:mod:`.limiter`): device bytes reserved against the store's
-  limit, host bytes the received shards may hold before they go to their files;
-- ``comms`` (:mod:`.comms`): the sends, their bytes in flight, flush and cancel;
-- the handlers: ``device_shuffle_receive`` (an RPC: packed shards in, appended to
-  their outputs' buffers, no device work) and the scheduler's ``device_shuffle_close`` /
-  ``device_shuffle_fail`` stream messages.
+  limit, host bytes the received shards of all runs may hold before they go to files;
+- ``transport`` (:mod:`.comms`): the RPC and this worker's bytes in flight;
+- the handlers: ``device_shuffle_receive`` (an RPC: packed shards in, handed to their
+  run) and the scheduler's ``device_shuffle_close`` stream message.
 """
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ from distributed.utils import offload
 from reference_impl.device import parse_bytes
 from reference_impl.store import ProxifyHostFile
 
-from .buffers import RunBuffers
-from .comms import RECEIVE_OP, Comms
-from .errors import RunSuperseded, ShuffleClosedError, ShuffleError
+from .comms import RECEIVE_OP, Transport
+from .errors import RunSuperseded, ShuffleClosedError
 from .limiter import HOST_DEFAULT, HOST_FLOOR, DeviceRoom, HostBudget, return_freed_memory
-from .messages import CLOSE_OP
-from .run import ShuffleRun
+from .messages import CLOSE_OP, GET_RUN_OP, ask, run_from
+from .run import RunContext, ShuffleRun
+from .spec import RunSpec, ShuffleSpec
 from .worker_device import worker_device
 
 EXTENSION = "device_shuffle"
@@ -81,12 +81,22 @@ class ShuffleExtension:
         self.worker = worker
         self.runs: dict[str, ShuffleRun] = {}
         self.closed: OrderedDict[str, Closed] = OrderedDict()
-        self.comms = Comms(worker, self.max_in_flight)
+        self.transport = Transport(worker, self.max_in_flight)
         self.room = DeviceRoom(lambda: self.store)
         self.budget = HostBudget(
             lambda: self.store,
             floor=_config_bytes("host-floor", HOST_FLOOR),
             default=_config_bytes("host-buffer", HOST_DEFAULT),
+        )
+        self.context = RunContext(
+            worker=worker.address,
+            transport=self.transport,
+            room=self.room,
+            budget=self.budget,
+            device=lambda: self.device,
+            device_limit=lambda: getattr(self.store, "device_memory_limit", None),
+            directory=self.shard_directory,
+            write_failed=self._count_write_errors,
         )
         self.write_errors = 0  # failed writes of shards to their files, over all runs
         self.unclean: set[str] = set()  # shuffles a task of which is rescheduled here
@@ -125,7 +135,7 @@ class ShuffleExtension:
 
     @property
     def in_flight(self) -> int:
-        return self.comms.in_flight
+        return self.transport.in_flight
 
     @property
     def reserved(self) -> int:
@@ -137,7 +147,20 @@ class ShuffleExtension:
         base = store.spill_dir if store is not None else self.worker.local_directory
         return os.path.join(base, shuffle_id)
 
+    def _count_write_errors(self, n: int) -> None:
+        with self._lock:
+            self.write_errors += n
+
     # --- runs -------------------------------------------------------------------------
+    def join(self, spec: ShuffleSpec) -> tuple[ShuffleRun, RunSpec]:
+        """The coordinator's current run of ``spec`` for a transfer on this worker (one is
+        started if there is none), and this worker's state of it. Raises what the
+        coordinator ended the shuffle with, or RunSuperseded."""
+        me = self.worker.address
+        run_spec = run_from(spec, ask(self.worker, GET_RUN_OP, shuffle_id=spec.id, worker=me), "transfer", me)
+        assert run_spec is not None, "a run to join, or an error"
+        return self.get_run(spec.id, run_spec.run_id, "transfer"), run_spec
+
     def get_run(self, shuffle_id: str, run_id: int, phase: str) -> ShuffleRun:
         """This worker's state of run ``run_id`` of ``shuffle_id``, made on first use.
 
@@ -160,9 +183,7 @@ class ShuffleExtension:
                 self._remember(shuffle_id, Closed(replaced.run_id, f"run {run_id} replaced it", superseded=True))
                 run = None
             if run is None:
-                directory = self.shard_directory(f"{shuffle_id}-run{run_id}")
-                buffers = RunBuffers(shuffle_id, me, directory, self.budget)
-                run = self.runs[shuffle_id] = ShuffleRun(shuffle_id, run_id, me, buffers)
+                run = self.runs[shuffle_id] = ShuffleRun(shuffle_id, run_id, self.context)
         if replaced is not None:
             self._drop(replaced, self.closed[shuffle_id], collect=True)
         return run
@@ -219,30 +240,9 @@ class ShuffleExtension:
 
     def _drop(self, run: ShuffleRun, closed: Closed, collect: bool) -> None:
         run.close(closed.error(run.id, "unpack", run.worker))
-        self.comms.cancel(run)
         last = not self.runs
         if collect or last:
             _collect_soon(collect, last)
-
-    def failed(self, run: ShuffleRun, exc: Exception, phase: str = "transfer") -> ShuffleError:
-        """``exc`` as the ShuffleError a task returns or raises, without a traceback; the
-        run fails with it, so the other workers' sends to this one stop at once."""
-        if isinstance(exc, ShuffleError):
-            error = exc.copy()
-        else:
-            error = ShuffleError(run.id, phase, run.worker, f"{type(exc).__name__}: {exc}")
-        run.fail(ShuffleError(run.id, error.phase, error.worker, f"the {phase} failed: {error.reason}"))
-        self.comms.cancel(run)
-        return error
-
-    # --- keeping shards -----------------------------------------------------------------
-    def keep(self, run: ShuffleRun, output: int, row: list[int], frames: list) -> None:
-        """Append one packed shard to ``output``'s buffer (a full disk raises here)."""
-        before = run.buffers.write_errors
-        try:
-            run.add(output, row, frames)
-        finally:
-            self.write_errors += run.buffers.write_errors - before
 
     # --- receiving ------------------------------------------------------------------------
     async def receive(
@@ -258,17 +258,13 @@ class ShuffleExtension:
         if run.failure is not None:
             return "failed"
         try:
-            await offload(self._keep_batch, run, shards)
+            await offload(run.receive, shards)
         except Exception as exc:
             traceback.clear_frames(exc.__traceback__)
             if isinstance(exc, ShuffleClosedError):  # closed while this batch was kept
                 return "closed"
             raise  # the sender's error: a full disk here, say
         return "OK"
-
-    def _keep_batch(self, run: ShuffleRun, batch: Any) -> None:
-        for output, row, frames in batch.items():
-            self.keep(run, output, row, frames)
 
 
 def _collect_soon(collect: bool, last: bool) -> None:

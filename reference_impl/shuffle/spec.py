@@ -1,12 +1,25 @@
 """What every task of one shuffle needs: the shuffle, fixed before any data moves, and
-the run (one attempt at it, started by the coordinator), then the rows."""
+the run (one attempt at it, started by the coordinator), then the rows.
+
+The task keys of a shuffle are made here and only here (:class:`ShuffleSpec`'s ``*_key``);
+nothing parses them back: the scheduler finds a shuffle from its barrier task's
+arguments (:func:`barrier_spec`).
+"""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, replace
 from typing import Any
 
 KEY_PREFIX = "devshuffle-"  # of a shuffle's id, and so of every task key it makes
+
+
+def new_shuffle_id(token: str | None = None) -> str:
+    """A fresh shuffle id; ``token`` (a dask collection's) makes it readable in a graph."""
+    if token is None:
+        return f"{KEY_PREFIX}{uuid.uuid4().hex[:16]}"
+    return f"{KEY_PREFIX}{token[:16]}-{uuid.uuid4().hex[:12]}"
 
 
 @dataclass(frozen=True)
@@ -26,6 +39,36 @@ class ShuffleSpec:
     # Set for a shuffle inside a dask graph (``in_dask``), which registers itself with the
     # coordinator as its graph arrives; None: its client registered it before submitting.
     max_restarts: int | None = None
+
+    # --- its task keys ------------------------------------------------------------------
+    def transfer_key(self, n: int) -> str:
+        """The ``n``-th transfer task (per worker eagerly, per input partition in a graph)."""
+        return f"{self.id}-transfer-{n}"
+
+    def input_key(self, n: int) -> str:
+        """Input partition ``n`` made a transfer's input, inside its transfer (in a graph)."""
+        return f"{self.id}-table-{n}"
+
+    @property
+    def barrier_key(self) -> str:
+        return f"{self.id}-barrier"
+
+    def unpack_key(self, output: int) -> str:
+        return f"{self.id}-unpack-{output}"
+
+    @property
+    def unpack_keys(self) -> list[str]:
+        return [self.unpack_key(i) for i in range(self.npartitions)]
+
+
+def barrier_spec(ts: Any) -> ShuffleSpec | None:
+    """The shuffle whose barrier the scheduler's task ``ts`` is (its first argument is the
+    ShuffleSpec, and its key that spec's barrier key), else None."""
+    args = getattr(getattr(ts, "run_spec", None), "args", ())
+    spec = args[0] if args else None
+    if isinstance(spec, ShuffleSpec) and ts.key == spec.barrier_key:
+        return spec
+    return None
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
-"""Bytes in flight come back whatever ends a send (``shuffle/comms.py``).
+"""Bytes in flight come back whatever ends a send (``shuffle/comms.py``, ``shuffle/run.py``).
 
-Found by mutation testing (a survivor in ``Comms.cancel``): a send cancelled before its
+Found by mutation testing (a survivor in what is now ``ShuffleRun.cancel``): a send cancelled before its
 task's first step never ran the coroutine's ``finally``, so its bytes stayed in flight for
 good and later sends of the worker could wait for room that never came back. The event
 loop is driven here by hand, so the interleaving (the run fails between the send's start
@@ -13,9 +13,24 @@ import asyncio
 
 import pytest
 
-from reference_impl.shuffle.comms import Comms
+from reference_impl.shuffle.comms import Transport
 from reference_impl.shuffle.errors import ShuffleError
-from reference_impl.shuffle.run import ShuffleRun
+from reference_impl.shuffle.limiter import DeviceRoom, HostBudget
+from reference_impl.shuffle.run import RunContext, ShuffleRun
+
+
+def _run(shuffle_id: str, transport: Transport) -> ShuffleRun:
+    """A run with the worker-wide parts it needs to send (no store, no device)."""
+    context = RunContext(
+        worker="w",
+        transport=transport,
+        room=DeviceRoom(lambda: None),
+        budget=HostBudget(lambda: None),
+        device=lambda: None,
+        device_limit=lambda: None,
+        directory=lambda name: f"/nonexistent/{name}",
+    )
+    return ShuffleRun(shuffle_id, 1, context)
 
 
 class _Batch:
@@ -54,12 +69,12 @@ class _Loop:
 def test_a_send_cancelled_before_it_starts_gives_its_bytes_back():
     async def main():
         worker = _Worker(asyncio.get_running_loop(), at_once=True)
-        comms = Comms(worker, lambda: 1500)
-        run = ShuffleRun("s", 1, "w", buffers=None)
-        await comms._start_send(run, "peer", (0, 0), _Batch())
+        comms = Transport(worker, lambda: 1500)
+        run = _run("s", comms)
+        await run._start_send("peer", (0, 0), _Batch())
         assert comms.in_flight == 1000
         run.fail(ShuffleError("s", "transfer", "peer", "it left"))
-        comms.cancel(run)  # before the send's first step
+        run.cancel()  # before the send's first step
         for _ in range(5):
             await asyncio.sleep(0)
         assert worker.calls == 0, "the interleaving was not forced: the send started"
@@ -71,20 +86,20 @@ def test_a_send_cancelled_before_it_starts_gives_its_bytes_back():
 def test_a_send_cancelled_in_flight_gives_its_bytes_back_and_wakes_a_waiting_sender():
     async def main():
         worker = _Worker(asyncio.get_running_loop())
-        comms = Comms(worker, lambda: 1500)
-        first, second = ShuffleRun("a", 1, "w", buffers=None), ShuffleRun("b", 1, "w", buffers=None)
-        await comms._start_send(first, "peer", (0, 0), _Batch())
+        comms = Transport(worker, lambda: 1500)
+        first, second = _run("a", comms), _run("b", comms)
+        await first._start_send("peer", (0, 0), _Batch())
         await asyncio.sleep(0)
         assert worker.calls == 1  # in flight
-        waiting = asyncio.ensure_future(comms._start_send(second, "peer", (0, 0), _Batch()))
+        waiting = asyncio.ensure_future(second._start_send("peer", (0, 0), _Batch()))
         await asyncio.sleep(0)
         assert not waiting.done()  # 1000 + 1000 > 1500: it waits for room
         first.fail(ShuffleError("a", "transfer", "peer", "it left"))
-        comms.cancel(first)
+        first.cancel()
         await asyncio.wait_for(waiting, 5)  # room came back: the second run's send starts
         assert comms.in_flight == 1000
         with pytest.raises(ShuffleError, match="it left"):
-            await comms._flush(first)
+            await first._flush()
 
     asyncio.run(main())
 
@@ -112,10 +127,12 @@ class _FlakyWorker:
 def _send_with(worker, run=None, **config):
     import dask
 
-    run = run or ShuffleRun("s", 1, "w", buffers=None)
+    transport = Transport(worker, lambda: 1500)
+    run = run or _run("s", transport)
+    message = {"shuffle_id": run.id, "run_id": run.run_id, "source": (0, 0)}
     settings = {f"reference-impl.shuffle.send-retry.{k}": v for k, v in config.items()}
     with dask.config.set({"reference-impl.shuffle.send-retry.delay.min": "1ms", **settings}):
-        asyncio.run(Comms(worker, lambda: 1500)._send(run, "tcp://peer:1", (0, 0), _Batch()))
+        asyncio.run(transport._send(run.check, "tcp://peer:1", message, _Batch()))
 
 
 def test_a_failed_connect_is_tried_again_and_the_send_succeeds():
@@ -139,7 +156,7 @@ def test_a_peer_that_stays_unreachable_is_lost_after_the_retries():
 
 def test_a_run_that_failed_between_tries_sends_nothing_more():
     worker = _FlakyWorker(failures=1)
-    run = ShuffleRun("s", 1, "w", buffers=None)
+    run = _run("s", Transport(worker, lambda: 1500))
 
     class _FailsTheRun(_FlakyWorker):
         def rpc(self, address):

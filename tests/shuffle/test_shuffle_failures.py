@@ -144,8 +144,8 @@ def test_disk_full_while_shards_are_written(client):
 @pytest.mark.parametrize(
     ("module", "name", "phase"),
     [
-        ("reference_impl.shuffle.transfer", "partition_grouped", "transfer"),
-        ("reference_impl.shuffle.unpack", "build", "unpack"),
+        ("reference_impl.shuffle.run", "partition_grouped", "transfer"),
+        ("reference_impl.shuffle.run", "build", "unpack"),
     ],
 )
 def test_a_phase_that_raises_leaves_nothing(client, module, name, phase):

@@ -39,7 +39,7 @@ def tables(n_inputs: int) -> list[pa.Table]:
 
 def probe_first_build(dask_worker) -> None:
     """Wrap the unpack's ``build``: on its first call, record what the worker holds."""
-    import reference_impl.shuffle.unpack as unpack_module
+    import reference_impl.shuffle.run as unpack_module
     from reference_impl.shuffle.plugin import EXTENSION
 
     original = unpack_module.build
@@ -50,12 +50,12 @@ def probe_first_build(dask_worker) -> None:
             ext = dask_worker.extensions[EXTENSION]
             stats = dask_worker.data.stats()
             (run,) = ext.runs.values()
-            bufs = run.buffers
-            files = os.listdir(bufs.directory) if os.path.isdir(bufs.directory) else []
+            outputs = run.output_buffers()
+            files = os.listdir(run.directory) if os.path.isdir(run.directory) else []
             seen.update(
-                shards=bufs.n_shards(),
-                buffers=len(bufs.outputs),
-                chunks=sum(len(b.chunks) for b in bufs.outputs.values()),
+                shards=run.n_shards(),
+                buffers=len(outputs),
+                chunks=sum(len(b.chunks) for b in outputs.values()),
                 files=len(files),
                 externals=sum(stats[f"{t}_externals"] for t in ("device", "host", "disk")),
             )

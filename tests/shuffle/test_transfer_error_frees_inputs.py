@@ -10,8 +10,8 @@ keeps its exception alive the same way, and the input must still die when droppe
 
 from __future__ import annotations
 
-import contextlib
 import gc
+import os
 import weakref
 
 import numpy as np
@@ -20,60 +20,53 @@ import pyarrow as pa
 import reference_impl.shuffle.transfer as transfer_module
 from reference_impl import get_device
 from reference_impl.shuffle import ShuffleClosedError
-from reference_impl.shuffle.spec import ShuffleSpec
+from reference_impl.shuffle.limiter import DeviceRoom, HostBudget
+from reference_impl.shuffle.run import RunContext, ShuffleRun
+from reference_impl.shuffle.spec import RunSpec, ShuffleSpec
 from reference_impl.table import Table
 
 KEPT: list[BaseException] = []  # what the event loop's cycle would hold
 
 
-class _Run:
-    id, run_id, worker, failure = "s1", 1, "tcp://me", None
+class _Run(ShuffleRun):
+    """A run whose sends fail as a closed receiver's would, the error kept elsewhere."""
 
-    def check(self) -> None:
-        pass
-
-    def superseded(self, wait: float = 0.0) -> bool:
-        return False
-
-
-class _Comms:
-    def send(self, run, address, source, batch) -> None:
-        exc = ShuffleClosedError(run.id, "unpack", address, "closed while sending")
+    def _send(self, address, source, batch) -> None:
+        exc = ShuffleClosedError(self.id, "unpack", address, "closed while sending")
         KEPT.append(exc)
         raise exc
 
-    def flush(self, run) -> None:
+    def cancel(self) -> None:
         pass
 
 
 class _Ext:
-    store = None
-
-    def __init__(self) -> None:
+    def __init__(self, device, directory: str) -> None:
         self.worker = type("W", (), {"address": "tcp://me"})()
-        self.run = _Run()
-        self.comms = _Comms()
+        context = RunContext(
+            worker="tcp://me",
+            transport=None,
+            room=DeviceRoom(lambda: None),
+            budget=HostBudget(lambda: None),
+            device=lambda: device,
+            device_limit=lambda: None,
+            directory=lambda name: os.path.join(directory, name),
+        )
+        self.run = _Run("s1", 1, context)
 
-    def get_run(self, shuffle_id: str, run_id: int, phase: str) -> _Run:
-        return self.run
+    def join(self, spec):
+        answer = {"run_id": 1, "placement": ["tcp://me", "tcp://other"] * 2, "wanted": [0, 1, 2, 3]}
+        return self.run, RunSpec.from_coordinator(spec, answer)
 
-    def room(self, nbytes: int):
-        return contextlib.nullcontext()
-
-    def keep(self, run, output, row, frames) -> None:
+    def collect_at_next_close(self, shuffle_id: str) -> None:
         pass
 
-    def failed(self, run, exc, phase="transfer"):
-        return exc.copy()
 
-
-def test_a_failed_transfer_keeps_no_input_alive(monkeypatch):
-    ext = _Ext()
+def test_a_failed_transfer_keeps_no_input_alive(monkeypatch, tmp_path):
+    dev = get_device("sim", "64 MiB")
+    ext = _Ext(dev, str(tmp_path))
     monkeypatch.setattr(transfer_module.distributed, "get_worker", lambda: ext.worker)
     monkeypatch.setattr(transfer_module, "get_extension", lambda worker: ext)
-    run_answer = {"status": "OK", "run_id": 1, "placement": ["tcp://me", "tcp://other"] * 2, "wanted": [0, 1, 2, 3]}
-    monkeypatch.setattr(transfer_module, "ask", lambda worker, op, /, **kw: run_answer)
-    dev = get_device("sim", "64 MiB")
     table = Table.from_arrow(pa.table({"k": np.arange(1000), "v": np.arange(1000)}), dev)
     alive = weakref.ref(table)
     spec = ShuffleSpec("s1", ("k",), 4, table.schema)
