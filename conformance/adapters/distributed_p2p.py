@@ -33,7 +33,7 @@ class DistributedP2P(DaskFrameShuffle):
             "shuffle.faults.recover",
             "shuffle.checks",
             "shuffle.dtypes",
-            "shuffle.lazy",
+            "shuffle.lazy", "shuffle.destinations", "shuffle.dask",
         }
     )
 

@@ -231,7 +231,10 @@ class ShuffleExtension:
             error = exc.copy()
         else:
             error = ShuffleError(run.id, phase, run.worker, f"{type(exc).__name__}: {exc}")
-        run.fail(ShuffleError(run.id, error.phase, error.worker, f"the {phase} failed: {error.reason}"))
+        # A failure learnt from another worker ("the shuffle is failed there") stays one for
+        # this worker's later tasks, so that the barrier raises the cause before it (14.26).
+        cls = ShuffleClosedError if isinstance(error, ShuffleClosedError) else ShuffleError
+        run.fail(cls(run.id, error.phase, error.worker, f"the {phase} failed: {error.reason}"))
         self.comms.cancel(run)
         return error
 
