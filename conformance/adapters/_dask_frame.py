@@ -112,6 +112,11 @@ class DaskFrameShuffle:
     capabilities: frozenset[str] = frozenset({"shuffle"})
     accepts_worker_tables = True  # load_inputs also takes a conformance.api.WorkerTables
 
+    @property
+    def dask_method(self) -> str:
+        """The ``shuffle_method`` dask's own API runs this shuffle under (``shuffle.dask``)."""
+        return self.method
+
     def __init__(self) -> None:
         import dask
         import distributed
