@@ -84,9 +84,9 @@ UNTESTED: dict[str, str] = {
     "b": "the suite has no hook inside this operation where the condition could start: it "
     "starts only through a value's own code (serialization, size), which this operation "
     "does not call, or through what the suite owns between calls",
-    "c": "the contract does not ask stores to be re-entrant: the condition on the caller's own "
-    "thread, inside the call, would hang a store with a plain lock instead of failing a test",
     "d": "the condition needs a value on disk, which this operation does not read or write",
+    "l": "a condition held across operations: after one operation is before the next, and "
+    "is counted there",
     "e": "another thread's work racing the model's expectations; concurrent writers are "
     "STORE-THREAD-*'s (section 12), not the machine's",
 }
@@ -96,12 +96,12 @@ def untested_reason(op: str, condition: str, when: str) -> str:
     """The key of :data:`UNTESTED` for a cell no rule produces."""
     if condition in ("F2", "F3") and op not in ("get", "pop", "delete", "close_store"):
         return "d"
-    if condition in ("T1", "T2") :
+    if condition in ("T1", "T2"):
         return "e"
     if when == "during" and condition in ("D2", "D3", "T3", "V1", "V2"):
         return "b"
-    if when == "during" and op in ("close_store", "register_external"):
-        return "c"
+    if condition == "D1" and when == "after":
+        return "l"
     if when == "during":
         return "b"
     return "a"
