@@ -33,7 +33,7 @@ CLUSTER_MEANING = {
     "S1": "the spill files removed",
     "S2": "the spill files cut to half their size",
     "L1": "a link between two workers failing while the workers live",
-    "T1": "a phase's task delayed past a timeout",
+    "T1": "the scheduler stalled for a while (timing: a slow link or a busy scheduler)",
 }
 
 _EVERY_OP = STORE_OPERATIONS
@@ -111,23 +111,34 @@ def untested_reason(op: str, condition: str, when: str) -> str:
 # (phase, condition, when) -> the conformance ID that produces it
 SHUFFLE_PRODUCED: dict[tuple[str, str, str], str] = {
     ("transfer", "W1", "during"): "SHUF-FAULT-001",
-    ("barrier", "W1", "during"): "SHUF-FAULT-002",
     ("unpack", "W1", "during"): "SHUF-FAULT-002",
     ("outputs read", "W1", "before"): "SHUF-FAULT-004",
     ("transfer", "W2", "during"): "SHUF-FAULT-005",
     ("transfer", "W3", "during"): "SHUF-FAULT-006",
     ("barrier", "W3", "during"): "SHUF-FAULT-006",
-    ("transfer", "W3", "after"): "SHUF-FAULT-006",
     ("transfer", "C1", "before"): "SHUF-STATE-001",
     ("unpack", "C1", "before"): "SHUF-STATE-001",
     ("unpack", "S1", "before"): "SHUF-FAULT-003",
     ("unpack", "S2", "before"): "SHUF-STATE-001",
+    ("transfer", "T1", "before"): "SHUF-STATE-001",
+    ("unpack", "T1", "before"): "SHUF-STATE-001",
 }
+# the shuffle machine's faults (``shuffle_machine._faulted``'s kind) -> (condition, when)
+MACHINE_FAULTS = {
+    "kill": ("W1", "during"),
+    "cancel": ("C1", "before"),
+    "stall": ("T1", "before"),
+    "remove files": ("S1", "before"),
+    "truncate files": ("S2", "before"),
+}
+
+
 SHUFFLE_UNTESTED: dict[str, str] = {
     "f": "a link fails only with its workers in this cluster: the suite kills processes, it "
     "has no proxy between two live workers (loopback only)",
-    "g": "no timeout of a shuffle's own is in the contract: a delay only slows it (14.5 bounds "
-    "the whole at 120 s)",
+    "g": "a stall (the scheduler's loop stopped, SHUF-STATE-001) is made as a phase starts; "
+    "inside a running phase it only lengthens that phase, and no timeout of a shuffle's own "
+    "is in the contract (14.5 bounds the whole at 120 s)",
     "h": "the phase has not begun or is over for this condition: a kill there is a loss "
     "before or after the shuffle, which the inputs' or the outputs' rows cover (W1 on the "
     "outputs read, W3's inputs)",
@@ -210,8 +221,8 @@ def render() -> str:
 
 
 def fired_lines(fired: dict[str, int]) -> list[str]:
-    """The report's section: every produced store cell with how often it fired (0 shown)."""
-    lines = ["| cell (operation, condition, when) | produced by | fired |", "|---|---|---|"]
-    for (op, c, when), rule in sorted(PRODUCED.items()):
+    """The report's section: every produced cell with how often it fired (0 shown)."""
+    lines = ["| cell (operation or phase, condition, when) | produced by | fired |", "|---|---|---|"]
+    for (op, c, when), rule in [*sorted(PRODUCED.items()), *sorted(SHUFFLE_PRODUCED.items())]:
         lines.append(f"| {op}, {c}, {when} | `{rule}` | {fired.get(f'{op}|{c}|{when}', 0)} |")
     return lines

@@ -81,7 +81,7 @@ class Results:
     cells_fired: dict[str, int] = field(default_factory=dict)
 
     def add(self, report, props: dict) -> None:
-        if getattr(report, "when", None) == "call":  # recorded once per test, not per phase
+        if getattr(report, "when", None) == "teardown":  # every property by then, counted once
             for cell, n in (props.get("cells_fired") or {}).items():
                 self.cells_fired[cell] = self.cells_fired.get(cell, 0) + int(n)
         status = classify(report)

@@ -2,13 +2,17 @@
 intended conformance ID, and the same wrapper without a bug must pass every one of them.
 
 One subprocess holds every adapter of ``broken_lazy``, each running only its intended ID
-(``zoo_select``), the control every ID of the lazy clauses (14.26-14.28). About 130 s on 2
-idle cores (each adapter starts a cluster of its own).
+(``zoo_select``), the control every ID of the lazy clauses (14.26-14.28). Measured 223 s and
+629 s on a 2-core machine shared with other sessions (2026-12-06; each adapter starts a
+cluster of its own): too much for CI's 15 minutes, so the subprocess runs in the nightly
+workflow (``ZOO_FULL=1``, as the shuffle machine's pairs of ``test_shuffle_zoo``); the
+static checks run in every CI run.
 """
 
 from __future__ import annotations
 
 import json
+import os
 
 import broken_lazy
 import pytest
@@ -38,8 +42,13 @@ def _run() -> dict:
     return {"returncode": proc.returncode, "output": proc.stdout[-4000:] + proc.stderr[-2000:], "report": report}
 
 
+FULL = os.environ.get("ZOO_FULL") == "1"
+
+
 @pytest.fixture(scope="module")
 def zoo(request, tmp_path_factory):
+    if not FULL:
+        pytest.skip("the lazy zoo's subprocess runs in the nightly workflow (ZOO_FULL=1)")
     return once_per_session(request, tmp_path_factory, "lazy-zoo", _run)
 
 
