@@ -67,3 +67,28 @@ def test_firing_a_cell_no_rule_produces_is_an_error():
     assert conditions.FIRED["get|D4|during"] == before.get("get|D4|during", 0) + 1
     conditions.FIRED.clear()
     conditions.FIRED.update(before)
+
+
+def test_the_report_prints_each_produced_cell_with_its_count():
+    from types import SimpleNamespace
+
+    from conformance.report import Results
+
+    results = Results()
+    props = {
+        "conformance_id": "STORE-STATE-003",
+        "conformance_impl": "x",
+        "conformance_device": "sim",
+        "cells_fired": {"get|D4|during": 2},
+    }
+    for when in ("setup", "call", "teardown"):  # the properties ride on every phase's report
+        report = SimpleNamespace(
+            nodeid="t", when=when, outcome="passed", passed=True, failed=False, skipped=False,
+            duration=0.0, longrepr=None, user_properties=list(props.items()), keywords={},
+        )  # fmt: skip
+        results.add(report, props)
+    assert results.cells_fired == {"get|D4|during": 2}, "counted once per test"
+    text = results.markdown()
+    assert "| get, D4, during | `device_full_read` | 2 |" in text
+    assert "| get, D2, during | `values_misbehave(alloc)` | 0 |" in text
+    assert "| transfer, W1, during | `SHUF-FAULT-001` | 0 |" in text
