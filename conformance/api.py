@@ -113,6 +113,11 @@ class ShuffleHooks(Protocol):
       ``which`` (a list of output numbers), output ``which[j]`` at index ``j``, selected
       before anything is computed, as a lazy front end selects partitions of a shuffled
       collection (``ddf.shuffle(...).partitions[which]``): clause 14.25.
+    - ``shuffle_to(inputs, column, npartitions, env) -> list``: a shuffle by given
+      destinations (``shuffle.destinations``): each row to the output its integer ``column``
+      names, the outputs without ``column``: clause 14.26.
+    - ``dask_method`` (an attribute, ``shuffle.dask``): the ``shuffle_method`` name dask's own
+      API runs the implementation under, on ``env.client``'s cluster: clauses 14.27, 14.28.
     """
 
     def setup_cluster(self, env: ShuffleEnv) -> None: ...

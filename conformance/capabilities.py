@@ -48,6 +48,10 @@ SHUFFLE_CAPABILITIES: dict[str, str] = {
     "shuffle.dtypes": "dictionary, decimal, date, time and halffloat columns shuffle exactly (14.22)",
     "shuffle.nested": "list, large list, fixed-size list, struct and map columns shuffle exactly, "
     "never refused (14.22)",
+    "shuffle.destinations": "shuffle_to(inputs, column, npartitions, env): each row to the output "
+    "its destination column names, bad destinations refused naming the column (14.26)",
+    "shuffle.dask": "a shuffle method of dask's DataFrame API (the adapter's dask_method): "
+    "meta kept (14.27); merge, groupby split_out, set_index, sort_values as with tasks (14.28)",
     "shuffle.lazy": "a lazy front end (a dask collection): a partition's schema is known only as "
     "it is computed, so one that differs may be refused after other transfers ran (14.12)",
 }

@@ -313,18 +313,21 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
     def put(self, side, key, spec):
         """Clauses 1.1, 3.1, 4.1 and 9.2: a set under a key that may be a path, collide with
         another key's str/repr, or be long."""
+        self.world_step('set')
         return self._put(side, self._key(key), spec)
 
     @precondition(lambda self: not self.world and (self.sides and self.any_keys))
     @rule(target=keys, side=SIDES, key=S.any_keys(ROOT), spec=VALUES)
     def put_any_key(self, side, key, spec):
         """Clauses 1.11, 1.12 and 1.13: any hashable dask uses; equal numbers are one key."""
+        self.world_step('set')
         return self._put(side, self._key(key), spec)
 
     @precondition(lambda self: self.sides)
     @rule(side=SIDES, key=keys, spec=VALUES)
     def put_again(self, side, key, spec):
         """Clause 1.3: setting a present key replaces its value (a new key in another store)."""
+        self.world_step('set')
         self._put(side, key, spec)
 
     @precondition(lambda self: not self.world and (self.sides))
@@ -360,6 +363,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
     @rule(side=SIDES, k1=keys, k2=keys, spec=VALUES)
     def put_same_object_under_two_keys(self, side, k1, k2, spec):
         """Clause 3.2: one allocation under two keys is counted (and written) once."""
+        self.world_step('set')
         if k1 == k2:
             return
         s = self._side(side)
@@ -377,6 +381,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
     @rule(side=SIDES, src=keys, dst=keys)
     def put_view_of_stored(self, side, src, dst):
         """Clauses 3.2 and 2.6: a view of a stored value shares its allocation."""
+        self.world_step('set')
         s = self._side(side)
         if src not in s.model or src == dst:
             return
@@ -426,6 +431,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
     @rule(side=SIDES, key=keys, spec=VALUES)
     def setdefault(self, side, key, spec):
         """Clause 1.5: setdefault returns the present value untouched, or stores the default."""
+        self.world_step('setdefault')
         s = self._side(side)
         present = key in s.model
         built = self._build(spec)
@@ -448,6 +454,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
     def get(self, side, key):
         """Clauses 2.1, 5.1, 6.1, 6.2: exact, refreshes recency, eagerly back on device;
         clauses 1.2 and 1.15 for a missing key."""
+        self.world_step('get')
         s = self._side(side)
         if key not in s.model:
             return self._missing(s, key, "get")
@@ -471,6 +478,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
     @rule(side=SIDES, key=keys, default=st.sampled_from([None, 0, "default"]))
     def get_with_default(self, side, key, default):
         """Clause 1.9: get(missing, d) is d and changes nothing; get(present, d) the value."""
+        self.world_step('get')
         s = self._side(side)
         if key in s.model:
             with self._window(s, f"get({key!r}, d)", extra=self._over(s, key)):
@@ -487,6 +495,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
     @rule(side=SIDES, probe=keys)
     def look_without_touching(self, side, probe):
         """Clause 5.3: `in`, len, iteration and inspect neither touch recency nor move data."""
+        self.world_step('contains/len/iter')
         s = self._side(side)
         before = s.h.snapshot()
         self.device.reset_peak()
@@ -510,6 +519,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
     @rule(side=SIDES, key=keys)
     def pickle_value(self, side, key):
         """Clauses 5.3 and 13.2: pickling a value round-trips and moves nothing."""
+        self.world_step('use of a value')
         s = self._side(side)
         if key not in s.model:
             return
@@ -569,6 +579,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
     def write_in_place(self, side, key):
         """Clause 13.1: a write to a value in use, made on the device, survives its next spill
         and unspill; with ``store.proxy``, a write made wherever the value is (13.6)."""
+        self.world_step('use of a value')
         s = self._side(side)
         if key not in s.model:
             return
@@ -601,6 +612,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
     @rule(side=SIDES, key=keys)
     def delete(self, side, key):
         """Clauses 1.1 and 3.3: del frees every byte in every tier; 1.2 for a missing key."""
+        self.world_step('delete')
         s = self._side(side)
         if key not in s.model:
             return self._missing(s, key, "del")
@@ -614,6 +626,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
     def pop(self, side, key, with_default):
         """Clause 1.6: pop returns the value exactly and forgets the key; a missing key is
         KeyError, or the default, changing nothing."""
+        self.world_step('pop')
         s = self._side(side)
         if key not in s.model:
             if not with_default:
@@ -632,6 +645,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
     @rule(side=SIDES)
     def popitem(self, side):
         """Clause 1.7: popitem returns some stored pair exactly, KeyError when empty."""
+        self.world_step('popitem')
         s = self._side(side)
         if not s.model.keys:
             before = s.h.snapshot()
@@ -656,6 +670,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
     @rule(side=SIDES)
     def clear(self, side):
         """Clauses 1.8 and 3.3: clear() empties every tier."""
+        self.world_step('clear')
         s = self._side(side)
         with self._window(s, "clear()"):
             s.h.store.clear()
@@ -665,6 +680,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
     @rule(side=SIDES, victim=keys)
     def iterate_while_mutating(self, side, victim):
         """Clause 1.10: iteration never yields a key twice and never corrupts the store."""
+        self.world_step('contains/len/iter')
         s = self._side(side)
         if len(s.model.keys) < 2 or victim not in s.model:
             return
@@ -687,6 +703,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
     @rule(side=SIDES, frac=st.sampled_from([0.0, 0.01, 0.3, 0.5, 1.0, 2.0]))
     def evict(self, side, frac):
         """Clauses 4.7 and 5.4: evict(n) frees at least n (LRU first) or everything."""
+        self.world_step('evict')
         s = self._side(side)
         n = int(frac * self.limit)
         before = s.h.snapshot()
@@ -712,6 +729,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
     @rule(side=SIDES)
     def spill_everything_and_read_back(self, side):
         """Clauses 2.1 and 9.1: every value comes back exactly through host and disk."""
+        self.world_step('spill everything')
         s = self._side(side)
         adapter_evict(self.adapter, s.h.store, 16 * self.limit)
         self.check_all()
@@ -726,6 +744,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
     @rule(side=SIDES, spec=VALUES)
     def register_external(self, side, spec):
         """Clauses 7.1 and 7.2: externals are counted and spillable."""
+        self.world_step('register_external')
         s = self._side(side)
         built = self._build(spec)
         proxy = self.adapter.register_external(s.h.store, built.value)
@@ -737,6 +756,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
     @rule(side=SIDES, key=keys)
     def register_stored_value(self, side, key):
         """Clause 7.4: an object both stored and external is counted once."""
+        self.world_step('register_external')
         s = self._side(side)
         if key not in s.model:
             return
@@ -790,6 +810,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
     @rule(side=SIDES)
     def close_and_reopen(self, side):
         """Clauses 11.3 and 11.2: close() leaves nothing and touches no other store."""
+        self.world_step('close_store')
         s = self._side(side)
         others = [x for x in self.sides if x is not s]
         files_before = {id(x): files_under(x.h.env.spill_dir) for x in others}

@@ -78,8 +78,13 @@ class Results:
     meta: dict = field(default_factory=dict)
     columns: list[str] = field(default_factory=list)
     items: dict[str, dict] = field(default_factory=dict)  # nodeid -> record
+    # SPEC.md section 15's cells: "operation|condition|when" -> times fired over the run
+    cells_fired: dict[str, int] = field(default_factory=dict)
 
     def add(self, report, props: dict) -> None:
+        if getattr(report, "when", None) == "teardown":  # every property by then, counted once
+            for cell, n in (props.get("cells_fired") or {}).items():
+                self.cells_fired[cell] = self.cells_fired.get(cell, 0) + int(n)
         status = classify(report)
         if status is None:
             return
@@ -216,6 +221,11 @@ class Results:
             for (status, reason, link), n in notes.items():
                 where = f" ({for_reader(link, base, within)})" if link else ""
                 lines.append(f"{n}. {status}: {reason or ''}{where}")
+        if self.cells_fired:
+            from .conditions import fired_lines
+
+            lines += ["", "Conditions fired (SPEC.md section 15's matrix; 0: produced by a rule "
+                      "that never fired in this run):", "", *fired_lines(self.cells_fired)]  # fmt: skip
         return "\n".join(lines)
 
     def to_json(self) -> dict:
@@ -228,6 +238,7 @@ class Results:
                 for cid, cs in self.clauses().items()
             },
             "tests": sorted(self.items.values(), key=lambda r: (r["id"], r["nodeid"])),
+            "cells_fired": dict(sorted(self.cells_fired.items())),
         }
 
     def write(self, directory: str | Path) -> list[Path]:

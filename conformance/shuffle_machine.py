@@ -36,6 +36,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from . import conditions
 from . import shuffle_faults as faults
 from .rich_tables import describe, rich_cases
 from .shuffle_harness import SHUFFLE_TIMEOUT, ShuffleHang, forget_error
@@ -448,6 +449,8 @@ class ShuffleMachine(RuleBasedStateMachine):
                     _healed(self.c.client, self.c.env.n_workers)
         exercised = bool(fired) and (kind == "kill" or bool(fired[0]))
         self.w.faults[(name, "fired" if exercised else "not exercised")] += 1
+        if exercised and (phase, *conditions.MACHINE_FAULTS[kind]) in conditions.SHUFFLE_PRODUCED:
+            conditions.fire(phase, *conditions.MACHINE_FAULTS[kind])
         if error is not None:
             self._failed(error, kind, phase, exercised, killer)
             return

@@ -10,7 +10,7 @@ from __future__ import annotations
 import distributed
 import pytest
 
-from conformance import conformance_id, not_exercised, requires
+from conformance import conditions, conformance_id, not_exercised, requires
 from conformance import shuffle_oracle as oracle
 from conformance.api import WorkerTables
 from conformance.shuffle_harness import (
@@ -29,6 +29,14 @@ def _needs_phases(impl, what: str = "a kill") -> None:
         not_exercised(f"the adapter has no phase_of(key), so {what} cannot be timed")
 
 
+@pytest.fixture(autouse=True)
+def _cells(request):
+    """SPEC.md section 15's cells this test's faults fired, for the report."""
+    conditions.FIRED.clear()
+    yield
+    request.node.user_properties.append(("cells_fired", dict(conditions.FIRED)))
+
+
 def _kill_during(phase, impl, make_shuffle_cluster, record_detail, *, after=False) -> None:
     """``after``: kill the holder of the last output as the unpack phase ends, instead of
     the worker that gets the first task of ``phase``."""
@@ -39,6 +47,7 @@ def _kill_during(phase, impl, make_shuffle_cluster, record_detail, *, after=Fals
     case = mixed_case(1, n_inputs=8, rows_per_input=2_000, npartitions=8, nulls=nulls)
     inputs = cluster.load(case.tables)
     killer = cluster.kill_after(phase, case.npartitions) if after else cluster.kill_in(phase)
+    cell = ("outputs read", "W1", "before") if after else (phase, "W1", "during")
     try:
         run = cluster.shuffle(inputs, case.on, case.npartitions)
     except ShuffleHang:
@@ -46,6 +55,7 @@ def _kill_during(phase, impl, make_shuffle_cluster, record_detail, *, after=Fals
     except Exception as exc:  # a clear error is allowed; it must say where
         if not killer.fired:
             pytest.fail(f"the shuffle failed before any kill: {exc!r}")
+        conditions.fire(*cell)
         if "shuffle.recover" in impl.capabilities:
             pytest.fail(f"shuffle.recover is declared, yet a worker killed in {phase} failed it: {exc!r}")
         _key, worker, _pid = killer.fired[0]
@@ -59,6 +69,7 @@ def _kill_during(phase, impl, make_shuffle_cluster, record_detail, *, after=Fals
     if not killer.fired:
         aim = "last task to finish" if after else "first task"
         not_exercised(f"the killer never fired (armed for the {phase} phase's {aim})")
+    conditions.fire(*cell)
     problems = oracle.check(case, run.outputs)
     assert not problems, f"after a worker died in {phase}: " + "; ".join(problems)
     record_detail(f"correct in {run.seconds:.1f} s")
@@ -104,6 +115,7 @@ def test_second_worker_killed_during_the_restart(impl, make_shuffle_cluster, rec
         pytest.fail(f"the shuffle raised after {len(killer.fired)} of 2 kills (killed: {kills}): {exc!r}")
     if len(killer.fired) < 2:
         not_exercised(f"{len(killer.fired)} of 2 kills happened: the shuffle finished first")
+    conditions.fire("transfer", "W2", "during")
     problems = oracle.check(case, run.outputs)
     assert not problems, "after two workers died in turn in transfer: " + "; ".join(problems)
     record_detail(f"correct in {run.seconds:.1f} s")
@@ -155,6 +167,7 @@ def test_inputs_lost_beyond_recovery(case_, impl, make_shuffle_cluster, record_d
     except Exception as exc:
         if not killer.fired:
             pytest.fail(f"the shuffle failed before the kill: {exc!r}")
+        conditions.fire(at, "W3", "during")
         killed = killer.fired[0][1]
         lost = [k for k, w in zip(keys, homes, strict=True) if w == killed]
         text = str(exc)
@@ -169,6 +182,7 @@ def test_inputs_lost_beyond_recovery(case_, impl, make_shuffle_cluster, record_d
         if not killer.fired:
             aim = "transfer phase's first task to finish" if at == "transfer" else "barrier, as it is sent"
             not_exercised(f"the killer never fired (armed for the {aim})")
+        conditions.fire(at, "W3", "during")
         problems = oracle.check(case, run.outputs)
         assert not problems, f"after the only copy of some inputs was lost ({case_}): " + "; ".join(problems)
         record_detail(f"correct in {run.seconds:.1f} s")
@@ -197,12 +211,14 @@ def test_spill_files_removed_at_unpack(impl, make_shuffle_cluster, record_detail
                 pytest.fail(f"the shuffle failed before the unpack phase: {exc!r}")
             if not removal.fired[0]:
                 not_exercised("no spill file existed when the unpack phase started")
+            conditions.fire("unpack", "S1", "before")
             record_detail(f"error: {type(exc).__name__} ({removal.fired[0]} files removed)")
             return
     if not removal.fired:
         not_exercised("no task of the unpack phase started")
     if not removal.fired[0]:
         not_exercised("no spill file existed when the unpack phase started")
+    conditions.fire("unpack", "S1", "before")
     problems = oracle.row_ids_problems(case, run.outputs)
     assert not problems, (
         f"{removal.fired[0]} spill files removed as the unpack phase started, and the shuffle "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from hypothesis import settings
 
-from conformance import conformance_id, requires
+from conformance import conditions, conformance_id, requires
 from conformance.shuffle_machine import run_shuffle_machine
 from conformance.tables import mixed_case
 
@@ -25,8 +25,9 @@ DEVICE_LIMIT = HOST_LIMIT = 256 * 2**10  # tight: a few hundred KiB of shards re
 )  # fmt: skip
 @requires("shuffle")
 def test_shuffle_state_machine(
-    impl, make_shuffle_cluster, hyp_settings, conformance_profile, record_detail
+    impl, make_shuffle_cluster, hyp_settings, conformance_profile, record_detail, record_property
 ):
+    conditions.FIRED.clear()
     cluster = make_shuffle_cluster(device_limit=DEVICE_LIMIT, host_limit=HOST_LIMIT)
     nulls = "shuffle.nulls" in impl.capabilities
     cluster.run(mixed_case(0, 2, 20, 2, nulls=nulls))  # what is installed once per cluster
@@ -40,5 +41,6 @@ def test_shuffle_state_machine(
         settings(hyp_settings(shuffle=True), max_examples=examples, stateful_step_count=steps),
     )
     record_detail(world.summary())
+    record_property("cells_fired", dict(conditions.FIRED))
     left = cluster.settled()
     assert left is None, "14.11: left behind after the machine: " + "; ".join(left)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import Phase
 from hypothesis.stateful import run_state_machine_as_test
 
-from conformance import conformance_id, not_exercised, requires
+from conformance import conditions, conformance_id, not_exercised, requires
 from conformance.harness import LeakGuard
 from conformance.machines import StoreMachine
 from conformance.strategies import ArraySpec, HostSpec
@@ -94,6 +94,7 @@ def test_store_state_machine_world_moves(
     removed; another thread reading; externals dying on other threads; values whose
     serialization raises, allocates or collects garbage, and whose size lies."""
     FIRED.clear()
+    conditions.FIRED.clear()
     settings = hyp_settings(heavy=True)
     if settings.derandomize:  # the ci profile: report the first failing program unshrunk
         # (shrinking a moving world took 5 minutes for one broken store; the program
@@ -101,5 +102,6 @@ def test_store_state_machine_world_moves(
         settings = hypothesis.settings(settings, phases=_NO_SHRINK)
     _run(impl, device_kind, tmp_path, settings, world=True)
     record_property("faults_fired", dict(FIRED))
+    record_property("cells_fired", dict(conditions.FIRED))
     if not FIRED:
         not_exercised("no environment fault fired in any example")

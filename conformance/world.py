@@ -32,14 +32,20 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, precondition, rule
 
+from . import conditions
 from . import strategies as S
 from .api import evict as adapter_evict
 from .harness import files_under
 
 FIRED: Counter[str] = Counter()  # fault -> times it fired, over the whole run
-_ARMED: dict[str, Any] = {"action": None, "world": None, "n": 0}
+_ARMED: dict[str, Any] = {"action": None, "world": None, "n": 0, "op": None}
 _SIDES = st.integers(0, 1)
 KEYS = Bundle("keys")  # the machine's bundle of keys
+WHEN_ALL = ("before", "during", "after")
+# values_misbehave's action -> the condition it makes (SPEC.md section 15)
+ACTION_CONDITION = {"alloc": "D2", "hold": "D3", "gc": "T3", "raise": "V1", "lie": "V2"}
+# values_misbehave's op -> the operation it is inside
+OP_OPERATION = {"evict": "spill everything", "read": "get", "put": "set", "get": "get", "pop": "pop"}
 
 
 class TrapError(RuntimeError):
@@ -72,6 +78,9 @@ class Trap:
     def __sizeof__(self) -> int:
         if _ARMED["action"] == "lie":
             FIRED["sizeof lies"] += 1
+            operation = OP_OPERATION.get(_ARMED.get("op"))
+            if operation is not None:
+                conditions.fire(operation, "V2", "during")
             return 2**40  # a terabyte: a store must weigh device memory by its allocations
         return object.__sizeof__(self)
 
@@ -86,6 +95,11 @@ def _fire(where: str) -> None:
     if action is None or action == "lie" or world is None:
         return
     FIRED[f"{action} during {where}"] += 1
+    operation = OP_OPERATION.get(_ARMED.get("op"))
+    if operation is not None and action in ACTION_CONDITION:
+        conditions.fire(operation, ACTION_CONDITION[action], "during")
+        if action == "alloc" and world.has("store.oom.on_demand"):
+            conditions.fire("spill on demand", "D2", "during")
     if action == "raise":
         raise TrapError(f"a value's member failed half-way through its {where}")
     if action == "gc":
@@ -130,6 +144,16 @@ class WorldRules:
             self._outside.append(block)
             self._world_held += n
         del block
+
+    def world_step(self, operation: str) -> None:
+        """The machine is about to run ``operation``: count the standing conditions it runs
+        under (D1: an outside allocation held across it) and the garbage collection the
+        machine runs after every step (T3, after)."""
+        if not self.world:
+            return
+        if self._outside:  # and the inspect check_all runs after the step
+            conditions.fire_all([operation, "inspect"], "D1", ("before", "during"))
+        conditions.fire(operation, "T3", "after")
 
     def world_release(self) -> None:
         self._outside.clear()
@@ -179,6 +203,8 @@ class WorldRules:
         if not self.has("store.oom.on_demand"):
             room = min(room, self._free() - 3 * self.limit)
         FIRED["outside allocation held"] += 1
+        conditions.fire("spill on demand", "D1", "during")
+        conditions.fire("inspect", "D1", "after")
         self.env_alloc(frac * max(0, room), keep=True)
         for s in self.sides:
             s.device_bytes = s.h.snapshot().device_bytes
@@ -211,6 +237,9 @@ class WorldRules:
         key = keys[pick % len(keys)]
         self.env_alloc(self._free() - 64, keep=True)
         FIRED["device full during a read"] += 1
+        conditions.fire_all(["get"], "D4", WHEN_ALL)
+        if spill and self.has("store.evict.manual"):
+            conditions.fire("evict", "D4", "after")
         try:
             got = s.h.store[key]
         except MemoryError:
@@ -265,7 +294,8 @@ class WorldRules:
         the device's out-of-memory error; afterwards nothing is lost or corrupted."""
         s = self._side(side)
         n = self._free() + self.limit // 2 if action == "alloc" else self._free() - self.limit // 4
-        _ARMED.update(action=action, world=self, n=n)
+        _ARMED.update(action=action, world=self, n=n, op=op)
+        fired_before = sum(FIRED.values())
         errors: list[tuple[Hashable, BaseException]] = []
         try:
             if op == "evict" and self.has("store.evict.manual"):
@@ -299,7 +329,9 @@ class WorldRules:
                     del got
                     assert why is None, f"store[{key!r}] came back wrong with traps armed: {why}"
         finally:
-            _ARMED.update(action=None, world=None, n=0)
+            _ARMED.update(action=None, world=None, n=0, op=None)
+        if sum(FIRED.values()) > fired_before:  # the read back below is after the fault
+            conditions.fire("get", ACTION_CONDITION[action], "after")
         for where, exc in errors:
             allowed = TrapError if action == "raise" else MemoryError
             assert _caused_by(exc, allowed), (
@@ -327,14 +359,17 @@ class WorldRules:
         built.value = None
         built.expected = S.Box(built.expected, Trap(self._tags))
         s.model.remember(key, self._held(built))
-        _ARMED.update(action="raise", world=self, n=0)
+        _ARMED.update(action="raise", world=self, n=0, op=where)
+        fired_before = sum(FIRED.values())
         try:
             got = s.h.store.pop(key) if where == "pop" else s.h.store[key]
         except Exception as exc:
             assert _caused_by(exc, TrapError), f"{where}({key!r}) raised {exc!r}"
             got = None
         finally:
-            _ARMED.update(action=None, world=None, n=0)
+            _ARMED.update(action=None, world=None, n=0, op=None)
+        if sum(FIRED.values()) > fired_before:
+            conditions.fire("get", "V1", "after")
         if got is not None:
             self._check_value(s, key, got)
             if where == "pop":
@@ -375,6 +410,9 @@ class WorldRules:
             return  # with externals on disk, a file may be theirs: never read back here
         path = files[pick % len(files)]
         FIRED[f"spill file {how}"] += 1
+        condition = "F3" if how == "dir" else "F2"
+        conditions.fire(via, condition, "before")
+        conditions.fire("get", condition, "after")
         if how == "flip":
             with open(path, "r+b") as f:
                 size = os.fstat(f.fileno()).st_size
@@ -464,6 +502,8 @@ class WorldRules:
             signal.signal(signal.SIGXFSZ, old)
         if hits or files_under(s.h.env.spill_dir) != before:
             FIRED["disk full"] += 1
+            conditions.fire("set" if op == "put" else "spill everything", "F1", "during")
+            conditions.fire("get", "F1", "after")
         self._disk_fails()
         if built is not None:
             assert "full-disk" in s.h.store, (
@@ -511,6 +551,8 @@ class WorldRules:
 
         t = threading.Thread(target=reader, name="conformance-world-reader", daemon=True)
         FIRED["reader thread"] += 1
+        conditions.fire_all(["spill everything", "get"], "T1", ["during"])
+        conditions.fire("get", "T1", "after")
         t.start()
         try:
             for _ in range(3):
@@ -554,6 +596,10 @@ class WorldRules:
 
         t = threading.Thread(target=die, name="conformance-world-finalizer", daemon=True)
         FIRED["external dies on a thread"] += 1
+        conditions.fire("register_external", "T2", "after")
+        conditions.fire("inspect", "T2", "after")
+        if spill and self.has("store.evict.manual"):
+            conditions.fire("spill everything", "T2", "after")
         t.start()
         t.join(30)
         assert not t.is_alive(), "an external dying on another thread hung (deadlock?)"

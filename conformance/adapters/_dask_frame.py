@@ -24,6 +24,8 @@ from typing import Any
 from conformance.adapters._spread import spread
 from conformance.api import ShuffleEnv
 
+DESTINATION = "_partitions"  # the column dask's Shuffle expression takes destinations from
+
 
 class Inputs(list):
     """The input futures (a list, so the suite waits for them), with the inputs' schema."""
@@ -81,6 +83,22 @@ def to_arrow(frame: Any, schema: Any) -> Any:
     return table.replace_schema_metadata(schema.metadata)
 
 
+def _destination_dtype(type_: Any) -> Any:
+    """The dtype a destination column is held as: not ``pd.ArrowDtype`` (dask's task shuffle
+    takes ``_partitions`` modulo npartitions, which Arrow-backed ints do not implement), but
+    what dask's own lowering makes, numpy int64, nullable (``Int64``) so that a null stays
+    one; a float column as float64."""
+    import pandas as pd
+    import pyarrow as pa
+
+    return pd.Int64Dtype() if pa.types.is_integer(type_) else "float64"
+
+
+def _with_dtype(frame: Any, column: str, dtype: Any) -> Any:
+    """Task: ``frame`` with ``column`` as ``dtype``."""
+    return frame.astype({column: dtype})
+
+
 def _map_output(frame: Any, schema: Any, fn: Any) -> Any:
     """Task: ``fn`` of an output partition as Arrow, on the worker that computed it."""
     return fn(to_arrow(frame, schema))
@@ -93,6 +111,11 @@ class DaskFrameShuffle:
     method = "tasks"
     capabilities: frozenset[str] = frozenset({"shuffle"})
     accepts_worker_tables = True  # load_inputs also takes a conformance.api.WorkerTables
+
+    @property
+    def dask_method(self) -> str:
+        """The ``shuffle_method`` dask's own API runs this shuffle under (``shuffle.dask``)."""
+        return self.method
 
     def __init__(self) -> None:
         import dask
@@ -111,7 +134,12 @@ class DaskFrameShuffle:
         return self.shuffle_map(inputs, on, npartitions, env)
 
     def shuffle_some(
-        self, inputs: Any, on: Sequence[str], npartitions: int, env: ShuffleEnv, which: Sequence[int]
+        self,
+        inputs: Any,
+        on: Sequence[str],
+        npartitions: int,
+        env: ShuffleEnv,
+        which: Sequence[int],
     ) -> list:
         """The outputs ``which`` only: ``ddf.shuffle(...).partitions[which]`` (14.25)."""
         return self.shuffle_map(inputs, on, npartitions, env, which=which)
@@ -128,21 +156,53 @@ class DaskFrameShuffle:
         """``shuffle``; with ``fn``, each output's ``fn(arrow table)`` instead, computed on the
         worker that holds the output (only its result travels); with ``which``, only those
         outputs, selected from the lazy collection before it is computed."""
-        import dask
         import dask.dataframe as dd
-        import distributed
 
         schema = inputs.schema
         ddf = dd.from_delayed(list(inputs), meta=_meta(schema))
         out = ddf.shuffle(on, npartitions=npartitions, shuffle_method=self.method, force=True)
         if which is not None:
             out = out.partitions[list(which)]
+        del ddf
+        return self._collect(out, schema, env, fn)
+
+    def shuffle_to(self, inputs: Any, column: str, npartitions: int, env: ShuffleEnv) -> list:
+        """Each row to the output ``column`` names (14.26), through dask's own ``Shuffle``
+        expression over a ``_partitions`` column: the interface every dask shuffle method
+        implements, which dask's ``set_index``, ``sort_values``, ``merge`` and hash shuffles
+        lower to (dask's public API has no shuffle by given destinations). The outputs lack
+        ``column`` (P2P drops it, the task shuffle keeps it): where a row went is judged by
+        the output it is in."""
+        import dask
+        import dask.dataframe as dd
+        from dask.dataframe.dask_expr._collection import new_collection
+        from dask.dataframe.dask_expr._shuffle import Shuffle
+
+        if column != DESTINATION:
+            raise ValueError(
+                f"dask takes destinations from a column named {DESTINATION!r}, not {column!r}"
+            )
+        schema = inputs.schema
+        dtype = _destination_dtype(schema.field(DESTINATION).type)
+        meta = _meta(schema).astype({DESTINATION: dtype})
+        parts = [dask.delayed(_with_dtype, pure=True)(f, DESTINATION, dtype) for f in inputs]
+        ddf = dd.from_delayed(parts, meta=meta)
+        out = new_collection(Shuffle(ddf.expr, DESTINATION, npartitions, False, self.method, {}))
+        del ddf
+        return self._collect(out, schema.remove(schema.get_field_index(DESTINATION)), env)
+
+    def _collect(self, out: Any, schema: Any, env: ShuffleEnv, fn: Any = None) -> list:
+        """The partitions of the dask collection ``out`` as Arrow with ``schema`` (columns
+        ``schema`` lacks dropped), or ``fn`` of each, streamed back."""
+        import dask
+        import distributed
+
         parts = out.to_delayed()
         if fn is not None:
             mapped = dask.delayed(_map_output, pure=True)
             parts = [mapped(p, schema, fn) for p in parts]
         futures = env.client.compute(parts)  # futures[i] computes output i
-        del out, ddf, parts
+        del out, parts
         # Streamed back: each output is fetched as it completes and released at once, as a
         # downstream consumer would take it. Gathering all at the end would hold every output
         # on the workers together (4x the budget per worker in the memory tests), which

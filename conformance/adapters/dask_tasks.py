@@ -19,7 +19,7 @@ class DaskTasks(DaskFrameShuffle):
     method = "tasks"
     capabilities = frozenset(
         {"shuffle", "shuffle.nulls", "shuffle.recover", "shuffle.checks",
-         "shuffle.dtypes", "shuffle.nested", "shuffle.lazy"}
+         "shuffle.dtypes", "shuffle.nested", "shuffle.lazy", "shuffle.destinations", "shuffle.dask"}
     )
 
     def phase_of(self, key: str) -> str | None:

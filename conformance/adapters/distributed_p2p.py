@@ -32,7 +32,7 @@ class DistributedP2P(DaskFrameShuffle):
             "shuffle.recover",
             "shuffle.checks",
             "shuffle.dtypes",
-            "shuffle.lazy",
+            "shuffle.lazy", "shuffle.destinations", "shuffle.dask",
         }
     )
 

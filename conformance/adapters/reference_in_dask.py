@@ -21,7 +21,7 @@ class ReferenceInDask(DaskFrameShuffle):
     # the reference's own shuffle, so its shuffle capabilities and its phases' task keys; a
     # dask collection's partitions are computed as the shuffle runs (shuffle.lazy, 14.12)
     capabilities = frozenset(
-        {c for c in ReferenceAdapter.capabilities if c.startswith("shuffle")} | {"shuffle.lazy"}
+        {c for c in ReferenceAdapter.capabilities if c.startswith("shuffle")} | {"shuffle.lazy", "shuffle.destinations", "shuffle.dask"}
     )
     phase_of = ReferenceAdapter.phase_of
 

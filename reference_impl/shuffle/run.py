@@ -137,7 +137,10 @@ class ShuffleRun:
             error = exc.copy()
         else:
             error = ShuffleError(self.id, phase, self.worker, f"{type(exc).__name__}: {exc}")
-        self.fail(ShuffleError(self.id, error.phase, error.worker, f"the {phase} failed: {error.reason}"))
+        # A failure learnt from another worker ("the shuffle is failed there") stays one for
+        # this worker's later tasks, so that the barrier raises the cause before it (14.26).
+        cls = ShuffleClosedError if isinstance(error, ShuffleClosedError) else ShuffleError
+        self.fail(cls(self.id, error.phase, error.worker, f"the {phase} failed: {error.reason}"))
         self.cancel()
         return error
 
