@@ -23,10 +23,16 @@ SITE = Path(pytest.importorskip("pandas").__file__).resolve().parents[1]
 REPORTS = {  # report -> (its patch, the package the patch applies to, its repro script)
     "pandas-arrow-hash-nulls": ("pandas", REPRO / "pandas_arrow_hash_nulls.py"),
     "dask-bool-pyarrow-partitioning": ("dask", REPRO / "dask_bool_pyarrow_merge.py"),
-    "zict-buffer-races": ("zict", None),
-    "distributed-p2p-missing-shards": ("distributed", REPRO / "p2p_missing_shards.py"),
-    "distributed-scheduler-pickle-protocol": ("distributed", REPRO / "distributed_gather_pickle4.py"),
-    "distributed-scheduler-info-cache": ("distributed", REPRO / "distributed_scheduler_info_empty.py"),
+    "zict-buffer-races": ("zict", REPRO / "zict_setitem_gap.py"),
+    "distributed-p2p-missing-shards": ("distributed", REPRO / "p2p_disk_buffer_unit.py"),
+    "distributed-scheduler-pickle-protocol": (
+        "distributed",
+        REPRO / "distributed_gather_pickle4.py",
+    ),
+    "distributed-scheduler-info-cache": (
+        "distributed",
+        REPRO / "distributed_scheduler_info_empty.py",
+    ),
 }
 
 
@@ -37,11 +43,23 @@ def _run(script: Path, *args: str, path: Path | None = None) -> subprocess.Compl
     )
 
 
+def _source_hunks(report: str) -> str:
+    """The report's patch without its upstream test files (the wheels ship no tests, or
+    not all of them): the part that changes the installed package."""
+    text = (UPSTREAM / f"{report}.patch").read_text()
+    files = ["diff --git" + f for f in text.split("diff --git")[1:]]
+    return "".join(f for f in files if "/tests/" not in f.splitlines()[0])
+
+
 def _patched(tmp_path: Path, package: str, report: str) -> Path:
     """A copy of the installed ``package`` with the report's patch applied."""
     shutil.copytree(SITE / package, tmp_path / package, ignore=shutil.ignore_patterns("tests"))
-    patch = UPSTREAM / f"{report}.patch"
-    subprocess.run(["patch", "-p1", "-s", "-d", str(tmp_path), "-i", str(patch)], check=True)
+    subprocess.run(
+        ["patch", "-p1", "-s", "-d", str(tmp_path)],
+        input=_source_hunks(report),
+        text=True,
+        check=True,
+    )
     return tmp_path
 
 
@@ -52,9 +70,12 @@ def test_report_quotes_its_script_and_its_patch_applies(report):
     text = (UPSTREAM / f"{report}.md").read_text()
     if script is not None:
         assert script.read_text().strip() in text, f"{report}.md does not quote {script.name}"
-    patch = UPSTREAM / f"{report}.patch"
+    patch = (UPSTREAM / f"{report}.patch").read_text()
+    assert patch.startswith("diff --git a/")
+    assert patch.rstrip("\n") in text, f"{report}.md does not quote its patch"
     proc = subprocess.run(
-        ["patch", "-p1", "--dry-run", "-d", str(SITE), "-i", str(patch)],
+        ["patch", "-p1", "--dry-run", "-d", str(SITE)],
+        input=_source_hunks(report),
         capture_output=True,
         text=True,
     )
@@ -154,19 +175,22 @@ def test_zict_report_inline_hook_loses_the_new_value():
 
 
 # ------------------------------------------------------------------ 4. distributed's scheduler
-def _gather_peaks(proc: subprocess.CompletedProcess) -> dict[str, float]:
-    """'through' and 'direct': the worker's traced peak, in results."""
+def _gather_peaks(proc: subprocess.CompletedProcess, who: str = "worker") -> dict[str, float]:
+    """'through' and 'direct': the worker's (or the scheduler's) traced peak, in results."""
     peaks = {}
     for line in proc.stdout.splitlines():
         if line.startswith("gathered "):
-            peaks[line.split()[1]] = float(line.rsplit("peak ", 1)[1].split("x")[0])
+            peaks[line.split()[1]] = float(line.split(f"{who} peak ", 1)[1].split("x")[0])
     assert set(peaks) == {"through", "direct"}, proc.stdout + proc.stderr[-3000:]
     return peaks
 
 
 def test_a_gather_through_the_scheduler_pickles_the_result_in_band():
-    peaks = _gather_peaks(_run(REPRO / "distributed_gather_pickle4.py"))
+    proc = _run(REPRO / "distributed_gather_pickle4.py")
+    peaks = _gather_peaks(proc)
     assert peaks["through"] > 2.0 and peaks["direct"] < 0.5, peaks
+    scheduler = _gather_peaks(proc, "scheduler")  # the frames in transit: about one result
+    assert 0.8 < scheduler["through"] < 2.0, scheduler
 
 
 @pytest.mark.slow
@@ -191,3 +215,27 @@ def test_scheduler_info_can_list_no_workers_while_two_run():
 def test_scheduler_info_patch_returns_what_the_call_fetched(tmp_path):
     path = _patched(tmp_path, "distributed", "distributed-scheduler-info-cache")
     assert _empty_listings(_run(REPRO / "distributed_scheduler_info_empty.py", path=path)) == 0
+
+
+# ------------------------------------------------------------------ unit-level repros
+def test_zict_setitem_gap_leaves_a_stale_copy_that_del_resurrects(tmp_path):
+    proc = _run(REPRO / "zict_setitem_gap.py")
+    assert "in fast=True, in slow=True, len(buf)=4" in proc.stdout, proc.stdout + proc.stderr
+    assert "buf.get('k') -> 'old'" in proc.stdout
+    patched = _run(
+        REPRO / "zict_setitem_gap.py", path=_patched(tmp_path, "zict", "zict-buffer-races")
+    )
+    assert "in slow=False, len(buf)=3" in patched.stdout, patched.stdout + patched.stderr
+    assert "buf.get('k') -> None" in patched.stdout
+
+
+def test_disk_buffer_reads_a_deleted_an_emptied_and_an_unwritten_file_alike(tmp_path):
+    proc = _run(REPRO / "p2p_disk_buffer_unit.py")
+    assert proc.stdout.splitlines() == [
+        f"{id}: DataUnavailable: {id}" for id in ("deleted", "emptied", "never-written")
+    ], proc.stdout + proc.stderr
+    path = _patched(tmp_path, "distributed", "distributed-p2p-missing-shards")
+    lines = _run(REPRO / "p2p_disk_buffer_unit.py", path=path).stdout.splitlines()
+    assert lines[0].startswith("deleted: RuntimeError: ") and "is missing; 100 bytes" in lines[0]
+    assert lines[1].startswith("emptied: RuntimeError: ") and "holds 0 bytes; 100 were" in lines[1]
+    assert lines[2] == "never-written: DataUnavailable: never-written", lines
