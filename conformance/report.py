@@ -25,8 +25,8 @@ NA_PREFIX = "N/A:"
 XPASS_STRICT = "[XPASS(strict)]"
 SPEC_FILE = Path(__file__).resolve().parent / "SPEC.md"
 SPEC_LINK = "conformance/SPEC.md"  # as the repository names it
-# Cells that carry a note (reason and link) under the table.
-NOTED = ("XPASS", "xfail", "flaky", "not exercised", "skip")
+# Cells that carry a note (reason and link) under the table: every cell but a pass.
+NOTED = ("FAIL", "N/A", "XPASS", "xfail", "flaky", "not exercised", "skip")
 
 
 def classify(report) -> str | None:
@@ -212,7 +212,9 @@ class Results:
             lines += ["", "Notes:", ""]
             for (status, reason, link), n in notes.items():
                 where = f" ({_rebase(link, link_base)})" if link else ""
-                lines.append(f"{n}. {status}: {reason or ''}{where}")
+                text = " ".join((reason or "").split())  # one line: a failure may span many
+                text = text.removeprefix(NA_PREFIX).strip() if status == "N/A" else text
+                lines.append(f"{n}. {status}: {text}{where}")
         return "\n".join(lines)
 
     def to_json(self) -> dict:

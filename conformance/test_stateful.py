@@ -9,7 +9,7 @@ import pytest
 from hypothesis import Phase
 from hypothesis.stateful import run_state_machine_as_test
 
-from conformance import conformance_id, not_exercised, requires
+from conformance import conformance_id, not_exercised, replay, requires
 from conformance.harness import LeakGuard
 from conformance.machines import StoreMachine
 from conformance.world import FIRED
@@ -20,7 +20,14 @@ _NO_SHRINK = (Phase.explicit, Phase.reuse, Phase.generate)
 def _run(impl, device_kind, tmp_path, settings, **kw) -> None:
     guard = LeakGuard()
     machine = StoreMachine.configure(impl.adapter, impl.capabilities, device_kind, tmp_path, **kw)
-    run_state_machine_as_test(machine, settings=settings)
+    try:
+        run_state_machine_as_test(machine, settings=settings)
+    except BaseException as exc:
+        code = replay.program(exc, impl.spec, device_kind, any_keys=kw.get("any_keys", False),
+                              world=kw.get("world", False))
+        if code is not None:
+            exc.add_note(code)
+        raise
     guard.check()
 
 
