@@ -112,6 +112,8 @@ class Results:
                 rec["reason"] = _skip_reason(report)
             elif status == "FAIL" and rec["reason"] is None:  # the first failure is the cause
                 rec["reason"] = _failure_reason(report)
+                if props.get("conformance_failed_clauses"):  # a machine's failing step
+                    rec["failed_clauses"] = list(props["conformance_failed_clauses"])
             if status == "flaky":
                 failed, runs = props["conformance_flaky"]
                 rec["flaky_failed"], rec["flaky_runs"] = int(failed), int(runs)
@@ -196,6 +198,8 @@ class Results:
                     texts.append("")
                     continue
                 text = self._text(rec)
+                if rec.get("failed_clauses"):  # the markdown only: JSON cells stay "FAIL"
+                    text += f" (clause {', '.join(rec['failed_clauses'])})"
                 if rec["status"] in NOTED and (rec["reason"] or rec["link"]):
                     key = (rec["status"], rec["reason"], rec["link"])
                     text += f" [{notes.setdefault(key, len(notes) + 1)}]"

@@ -10,6 +10,7 @@ from hypothesis import Phase
 from hypothesis.stateful import run_state_machine_as_test
 
 from conformance import conformance_id, not_exercised, replay, requires
+from conformance.blame import failed_clauses
 from conformance.harness import LeakGuard
 from conformance.machines import StoreMachine
 from conformance.world import FIRED
@@ -27,6 +28,7 @@ def _run(impl, device_kind, tmp_path, settings, **kw) -> None:
                               world=kw.get("world", False))
         if code is not None:
             exc.add_note(code)
+        exc.conformance_failed_clauses = failed_clauses(exc, machine)
         raise
     guard.check()
 
