@@ -76,8 +76,8 @@ def test_shipped_manifests_link_only_to_shipped_files():
 def _wheel_layout() -> dict[str, str]:
     """Each repository folder the wheel ships -> where it lands (pyproject.toml's target)."""
     wheel = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]["wheel"]
-    assert "exclude" not in wheel, "an excluded path would need this test to know it"
-    return {folder: wheel.get("sources", {}).get(folder, folder) for folder in wheel["only-include"]}
+    assert "exclude" not in wheel and "sources" not in wheel, "this test would need to know them"
+    return {**{folder: folder for folder in wheel["only-include"]}, **wheel["force-include"]}
 
 
 WHEEL_LAYOUT = _wheel_layout()
