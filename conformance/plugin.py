@@ -487,9 +487,28 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 # --------------------------------------------------------------------------- fixtures
 
 
+def failure_prefix(item, failed: list[str] | None = None) -> str | None:
+    """``STORE-X [clause 9.6]: ``, what a failure of a conformance test begins with; a
+    machine's names the clauses its failing step broke (``failed``), not all it cites."""
+    mark = item.get_closest_marker("conformance_id")
+    if mark is None:
+        return None
+    clause = mark.kwargs.get("clause", ())
+    clauses = failed or ([clause] if isinstance(clause, str) else list(clause))
+    return f"{mark.args[0]} [clause {', '.join(clauses)}]: " if clauses else f"{mark.args[0]}: "
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
+    crash = getattr(report.longrepr, "reprcrash", None)
+    failed = getattr(call.excinfo.value, "conformance_failed_clauses", None) if call.excinfo else None
+    if failed and report.when == "call":
+        report.user_properties.append(("conformance_failed_clauses", list(failed)))
+    prefix = failure_prefix(item, failed) if report.failed and crash is not None else None
+    if prefix and not crash.message.startswith(prefix):  # the short summary's line
+        crash.message = prefix + crash.message
+        report.sections.insert(0, ("conformance", prefix.rstrip(": ")))
     # call.excinfo, not report.failed: a test that failed under a manifest's xfail
     # is reported as skipped, yet its traceback holds its locals all the same.
     if report.when == "call" and (
