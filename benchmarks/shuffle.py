@@ -35,6 +35,8 @@ Methods:
 ``--lazy 32,256`` compares ``ours-lazy``, ``p2p`` and ``tasks`` on ONE cluster per partition
 count (partitions of ``--part-size``), the methods alternating, ``--repeats`` (3) rounds;
 it prints the median wall time and the median peak RSS growth per worker of each.
+``--methods ours,ours-lazy,p2p`` picks the methods alternating there instead (``ours``: the
+eager API on the same cluster).
 
 Per method it prints the wall time (generation included; ``gen`` is a
 generation-only pass, for reference) and the throughput (input bytes / wall), the
@@ -452,7 +454,10 @@ def main(argv: list[str] | None = None) -> None:
         if args.sweep:
             sweep(args, tmp, methods, [int(n) for n in args.sweep.split(",")], row_bytes)
         if args.lazy:
-            lazy(args, tmp, [int(n) for n in args.lazy.split(",")], row_bytes)
+            chosen = tuple(methods) if args.methods != ",".join(METHODS) else LAZY_METHODS
+            if "p2p" not in chosen:
+                raise SystemExit("--lazy compares against p2p: name it in --methods")
+            lazy(args, tmp, [int(n) for n in args.lazy.split(",")], row_bytes, chosen)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"\nload after: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
@@ -522,9 +527,10 @@ def sweep(args, tmp, methods, counts, row_bytes) -> None:
 LAZY_METHODS = ("ours-lazy", "p2p", "tasks")
 
 
-def lazy(args, tmp, counts, row_bytes) -> None:
+def lazy(args, tmp, counts, row_bytes, methods: tuple[str, ...] = LAZY_METHODS) -> None:
     """Through dask's API on one cluster per partition count: the methods alternate, each
-    warmed once, ``--repeats`` rounds; medians of wall time and of peak RSS growth."""
+    warmed once, ``--repeats`` rounds; medians of wall time and of peak RSS growth. With
+    ``--methods`` given, those instead (``ours`` for the eager API beside them)."""
     import statistics
 
     rows = max(int(parse_size(args.part_size) / row_bytes), 1)
@@ -532,18 +538,18 @@ def lazy(args, tmp, counts, row_bytes) -> None:
     for n in counts:
         nbytes = int(rows * n * row_bytes)
         with fresh_cluster(args, tmp) as client:
-            for m in LAZY_METHODS:
+            for m in methods:
                 RUNNERS[m](client, 4, 500)  # warm-up
-            got: dict[str, list[Result]] = {m: [] for m in LAZY_METHODS}
+            got: dict[str, list[Result]] = {m: [] for m in methods}
             for rnd in range(args.repeats):
-                for m in LAZY_METHODS:
+                for m in methods:
                     r = _measure(client, m, n, rows, nbytes, False, warm=False)
                     got[m].append(r)
                     load = os.getloadavg()[0]
                     print(f"{n} x {n} round {rnd + 1} {m}: {r.wall:.1f} s, RSS growth "
                           f"+{' / '.join(mib(v) for v in r.rss_growth.values())} MiB (load {load:.2f})",
                           flush=True)
-        for m in LAZY_METHODS:
+        for m in methods:
             wall = statistics.median(r.wall for r in got[m])
             growth = statistics.median(r.max_growth() for r in got[m])
             out.append((n, m, wall, growth, nbytes))

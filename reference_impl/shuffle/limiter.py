@@ -7,6 +7,10 @@ under the limit. ``HostBudget`` is what received shards may take in host memory 
 they are written to their files: what the store's host limit leaves free, never less
 than a floor (so a store full of spilled inputs does not turn every shard into a write)
 of at most a quarter of that limit: the shuffle's host bytes stay within 1.25x of it.
+Whatever room is left, the allowance is at most ``HOST_MAX`` (8 MiB): shards past it go
+to their files (the page cache, not the worker's RSS), as P2P writes its shards at once.
+Holding every shard in memory while the host tier had room made a worker's RSS grow with
+the data it received (issue 46: +40 MiB of buffers at 256 x 256, where P2P grew +12 MiB).
 
 Both read the store's O(1) counters, never ``stats()`` (a walk over every key), since
 they are asked on every chunk and every received batch.
@@ -21,6 +25,7 @@ from typing import Any
 
 HOST_FLOOR = 8 * 2**20  # config reference-impl.shuffle.host-floor
 HOST_DEFAULT = 256 * 2**20  # a worker whose store has no host limit; reference-impl.shuffle.host-buffer
+HOST_MAX = 8 * 2**20  # at most this, whatever room is left; reference-impl.shuffle.host-buffer-max
 
 
 class DeviceRoom:
@@ -55,11 +60,16 @@ class HostBudget:
     """Host bytes of received shards on this worker, over every run, and their allowance."""
 
     def __init__(
-        self, store: Callable[[], Any], floor: int = HOST_FLOOR, default: int = HOST_DEFAULT
+        self,
+        store: Callable[[], Any],
+        floor: int = HOST_FLOOR,
+        default: int = HOST_DEFAULT,
+        most: int | None = HOST_MAX,
     ) -> None:
         self._store = store
         self.floor = floor
         self.default = default
+        self.most = most
         self.buffered = 0
         self._lock = threading.Lock()
 
@@ -69,6 +79,9 @@ class HostBudget:
             self.buffered += nbytes
 
     def allowance(self) -> int:
+        return self._room() if self.most is None else min(self._room(), self.most)
+
+    def _room(self) -> int:
         store = self._store()
         limit = getattr(store, "memory_limit", None)
         if limit is None:

@@ -32,7 +32,7 @@ from reference_impl.store import ProxifyHostFile
 
 from .comms import RECEIVE_OP, Transport
 from .errors import RunSuperseded, ShuffleClosedError
-from .limiter import HOST_DEFAULT, HOST_FLOOR, DeviceRoom, HostBudget, return_freed_memory
+from .limiter import HOST_DEFAULT, HOST_FLOOR, HOST_MAX, DeviceRoom, HostBudget, return_freed_memory
 from .messages import CLOSE_OP, GET_RUN_OP, ask, run_from
 from .run import RunContext, ShuffleRun
 from .spec import RunSpec, ShuffleSpec
@@ -46,6 +46,11 @@ _CLOSED_REMEMBERED = 10_000
 
 def _config_bytes(key: str, default: Any) -> int:
     return parse_bytes(dask.config.get(f"reference-impl.shuffle.{key}", default), what=key)
+
+
+def _config_optional_bytes(key: str, default: int | None) -> int | None:
+    value = dask.config.get(f"reference-impl.shuffle.{key}", default)
+    return None if value is None else parse_bytes(value, what=key)
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,7 @@ class ShuffleExtension:
             lambda: self.store,
             floor=_config_bytes("host-floor", HOST_FLOOR),
             default=_config_bytes("host-buffer", HOST_DEFAULT),
+            most=_config_optional_bytes("host-buffer-max", HOST_MAX),
         )
         self.context = RunContext(
             worker=worker.address,
