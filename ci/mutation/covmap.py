@@ -69,10 +69,16 @@ def read(data: Path, workdir: Path, modules: tuple[str, ...]) -> dict:
 
     found: dict[str, dict[int, set[str]]] = {m: {} for m in modules}
     root = (workdir / "reference_impl").resolve()
+    bad = []
     for path in sorted(data.glob("cov.*")):
         cov = coverage.CoverageData(basename=str(path))
-        cov.read()
-        for measured in cov.measured_files():
+        try:
+            cov.read()
+            measured_files = cov.measured_files()
+        except coverage.exceptions.DataError as exc:  # a process killed as it wrote
+            bad.append(f"{path.name}: {exc}")
+            continue
+        for measured in measured_files:
             rel = Path(measured).resolve()
             if not rel.is_relative_to(root.parent):
                 continue
@@ -81,6 +87,8 @@ def read(data: Path, workdir: Path, modules: tuple[str, ...]) -> dict:
                 continue
             for line, ctxs in (cov.contexts_by_lineno(measured) or {}).items():
                 found[module].setdefault(line, set()).update(c or WHOLE for c in ctxs)
+    if bad:
+        print(f"coverage map: {len(bad)} unreadable data files, their lines are lost:", *bad, sep="\n  ")
     return {m: {line: sorted(ids) for line, ids in lines.items()} for m, lines in found.items()}
 
 
