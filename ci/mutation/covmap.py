@@ -29,6 +29,7 @@ from targets import Group
 
 HOOK = Path(__file__).resolve().with_name("covhook")
 WHOLE = "<whole slice>"  # the statement runs at import or is compiled: every test depends on it
+FORMAT = 2  # of the cached map (2: every module of the reference, not only the group's)
 JIT = {"overload", "intrinsic", "vectorize", "guvectorize", "cfunc"}
 
 
@@ -39,7 +40,7 @@ def cache_key(group: Group, commit: str, repo: Path) -> str:
         subprocess.check_output(["git", "rev-parse", f"{commit}:{d}"], cwd=repo, text=True).strip()
         for d in ("reference_impl", "conformance", "ci/mutation/covhook")
     ]
-    return hashlib.sha1("|".join([group.slice_key, *trees]).encode()).hexdigest()[:16]
+    return hashlib.sha1("|".join([str(FORMAT), group.slice_key, *trees]).encode()).hexdigest()[:16]
 
 
 def record(group: Group, workdir: Path, env: dict[str, str], out: Path, junit: Path) -> dict:
@@ -102,6 +103,8 @@ def read(data: Path, workdir: Path, modules: tuple[str, ...]) -> dict:
     """Union of every process's data file: module -> line -> sorted node ids."""
     import coverage
 
+    # every module of the reference, not only the group's: groups share slices (partition
+    # and shuffle both use SHUF-*), and the cache is keyed by the slice
     found: dict[str, dict[int, set[str]]] = {m: {} for m in modules}
     root = (workdir / "reference_impl").resolve()
     bad = []
@@ -118,8 +121,7 @@ def read(data: Path, workdir: Path, modules: tuple[str, ...]) -> dict:
             if not rel.is_relative_to(root.parent):
                 continue
             module = str(rel.relative_to(root.parent))
-            if module not in found:
-                continue
+            found.setdefault(module, {})
             for line, ctxs in (cov.contexts_by_lineno(measured) or {}).items():
                 found[module].setdefault(line, set()).update(c or WHOLE for c in ctxs)
     if bad:
