@@ -144,9 +144,12 @@ def main(argv: list[str] | None = None) -> int:
 
         def stratum_of(module, spec):
             group = by_module.get(module) or group_of(module)  # sessions of other modules too
-            if group.slice_key in base.reach:
+            # the map this root was judged with (a group's adapters may have changed since)
+            keys = [k for k in base.reach if k == group.slice_key]
+            keys = keys or [k for k in base.reach if k.rsplit(":", 1)[-1] == group.ids]
+            if keys:
                 src = workdirs[0] / module
-                found = covmap.tests_for(base.reach[group.slice_key], src, module, spec.start_pos[0], spec.end_pos[0])
+                found = covmap.tests_for(base.reach[keys[0]], src, module, spec.start_pos[0], spec.end_pos[0])
                 return "reached by no test (a survivor without running)" if found == [] else "reached by a test"
             if not group.in_process:
                 return "runs in dask workers: judged by the whole slice"
