@@ -36,8 +36,10 @@ JIT = {"overload", "intrinsic", "vectorize", "guvectorize", "cfunc"}
 def cache_key(group: Group, commit: str, repo: Path) -> str:
     """The slice and the trees that decide which tests reach which lines (and the hook that
     records them)."""
-    trees = [
-        subprocess.check_output(["git", "rev-parse", f"{commit}:{d}"], cwd=repo, text=True).strip()
+    trees = [  # an old commit without the hook keys on "" for it (the hook runs from here)
+        subprocess.run(
+            ["git", "rev-parse", "-q", "--verify", f"{commit}:{d}"], cwd=repo, text=True, capture_output=True
+        ).stdout.strip()
         for d in ("reference_impl", "conformance", "ci/mutation/covhook")
     ]
     return hashlib.sha1("|".join([str(FORMAT), group.slice_key, *trees]).encode()).hexdigest()[:16]
