@@ -165,3 +165,32 @@ def test_score_counts_only_the_completed_prefix_of_the_seeded_order(tmp_path):
     assert (s.killed, s.survived, s.beyond) == (1, 1, 1)
     (other,) = [m for m in report.score(tmp_path, {}, seed=8) if m.module == module]
     assert other.run + other.beyond == 3  # another order, another prefix; nothing lost
+
+
+def test_coverage_map_judges_by_statement_and_sends_import_time_code_to_the_whole_slice(tmp_path):
+    """A mutant is judged by the tests reaching its statement's header (a continuation line
+    has no trace of its own); module-level code and numba modules go to the whole slice."""
+    import covmap
+
+    src = tmp_path / "m.py"
+    src.write_text(
+        "X = 1 + 2\n"  # 1: import time
+        "def f(a=3):\n"  # 2: the default is evaluated at import
+        "    y = (a +\n"  # 3
+        "         4)\n"  # 4: continuation, never traced itself
+        "    if y < 5:\n"  # 5
+        "        return 6\n"  # 6
+        "    return 7\n"  # 7
+    )
+    reach = {"m.py": {3: ["t1"], 5: ["t1", "t2"], 6: ["t2"]}}
+    assert covmap.tests_for(reach, src, "m.py", 1, 1) is None
+    assert covmap.tests_for(reach, src, "m.py", 2, 2) is None
+    assert covmap.tests_for(reach, src, "m.py", 4, 4) == ["t1"]
+    assert covmap.tests_for(reach, src, "m.py", 5, 5) == ["t1", "t2"]
+    assert covmap.tests_for(reach, src, "m.py", 6, 6) == ["t2"]
+    assert covmap.tests_for(reach, src, "m.py", 7, 7) == []  # no test reaches: survives unrun
+    reach["m.py"][7] = [covmap.WHOLE]  # ran outside any test (import, collection)
+    assert covmap.tests_for(reach, src, "m.py", 7, 7) is None
+    jit = tmp_path / "k.py"
+    jit.write_text("import numba\n\ndef g(x):\n    return x + 1\n")
+    assert covmap.tests_for({}, jit, "k.py", 4, 4) is None

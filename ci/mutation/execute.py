@@ -117,7 +117,7 @@ TIMEOUT_FACTOR = 3.0  # a mutant may take this many times its tests' baseline ti
 def command_for(job: Job, group: Group, base: Baseline, workdir: Path) -> tuple[str, float]:
     """The test command for one mutant, and its timeout."""
     spec = job.item.mutations[0]
-    tests = base.tests_for(group, job.module, spec.start_pos[0], spec.end_pos[0])
+    tests = base.tests_for(group, job.module, spec.start_pos[0], spec.end_pos[0], workdir / job.module)
     launcher = [sys.executable, str(Path(__file__).with_name("in_dir.py")), str(workdir)]
     if not tests:
         note = f"no conformance test reaches {job.module}:{spec.start_pos[0]}"

@@ -19,6 +19,7 @@ import shlex
 import sys
 from pathlib import Path
 
+import covmap
 import execute
 import plan
 import report
@@ -64,6 +65,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rerun-timeouts", action="store_true", help="forget kills by timeout, run them again")
     p.add_argument("--timeout-factor", type=float, default=3.0, help="timeout = factor x baseline + 60 s")
     p.add_argument("--only-unreached", action="store_true", help="run only mutants no in-process test reaches")
+    p.add_argument(
+        "--select",
+        choices=("coverage", "slice"),
+        default="coverage",
+        help="coverage: each mutant by the tests that reach its statement in any process "
+        "(a coverage map of the slice, cached per code and suite); slice: the former mode "
+        "(the whole slice, or in-process coverage for the store); in sessions of their own",
+    )
     p.add_argument("--report-only", action="store_true", help="score what has run; run nothing")
     args = p.parse_args(argv)
 
@@ -83,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         unknown = set(args.module) - set(modules)
         raise SystemExit(f"not a mutation target: {sorted(unknown)} (targets: see ci/mutation/targets.py)")
     root = args.dir / (head[:12] if not args.impl else f"{head[:12]}-{args.impl.replace(',', '+')}")
+    if args.select == "coverage":
+        root = root.with_name(root.name + "-cov")
     sessions = root / "sessions"
     workdirs = [root / f"work{i}" for i in range(max(1, args.jobs))]
 
@@ -111,7 +122,10 @@ def main(argv: list[str] | None = None) -> int:
         base_file = root / "baseline.json"
         base = Baseline.load(base_file) if base_file.exists() else Baseline()
         needed = list({g.name: g for g in by_module.values()}.values())
-        run_baseline(base, needed, workdirs[0], execute.test_env(workdirs[0]), root)
+        run_baseline(
+            base, needed, workdirs[0], execute.test_env(workdirs[0]), root,
+            select=args.select, commit=head, cache=args.dir / "covmap",
+        )  # fmt: skip
         base.save(base_file)
         from rich.progress import Progress
 
@@ -130,6 +144,13 @@ def main(argv: list[str] | None = None) -> int:
 
         def stratum_of(module, spec):
             group = by_module.get(module) or group_of(module)  # sessions of other modules too
+            # the map this root was judged with (a group's adapters may have changed since)
+            keys = [k for k in base.reach if k == group.slice_key]
+            keys = keys or [k for k in base.reach if k.rsplit(":", 1)[-1] == group.ids]
+            if keys:
+                src = workdirs[0] / module
+                found = covmap.tests_for(base.reach[keys[0]], src, module, spec.start_pos[0], spec.end_pos[0])
+                return "reached by no test (a survivor without running)" if found == [] else "reached by a test"
             if not group.in_process:
                 return "runs in dask workers: judged by the whole slice"
             job = execute.Job(module, execute.WorkItem.single("", spec))

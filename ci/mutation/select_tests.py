@@ -17,6 +17,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import covmap
 from targets import Group
 
 IMPORT = "<import>"
@@ -30,6 +31,8 @@ class Baseline:
     slices: dict[str, list[str]] = field(default_factory=dict)  # Group.slice_key -> node ids
     lines: dict[str, dict[int, list[str]]] = field(default_factory=dict)  # module -> line -> ids
     spawners: list[str] = field(default_factory=list)  # tests that run the store in a subprocess
+    # --select coverage: Group.slice_key -> module -> line -> node ids, in every process (covmap)
+    reach: dict[str, dict[str, dict[int, list[str]]]] = field(default_factory=dict)
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(self.__dict__))
@@ -38,9 +41,22 @@ class Baseline:
     def load(cls, path: Path) -> Baseline:
         raw = json.loads(path.read_text())
         raw["lines"] = {m: {int(k): v for k, v in ls.items()} for m, ls in raw["lines"].items()}
+        raw["reach"] = {
+            key: {m: {int(k): v for k, v in ls.items()} for m, ls in mods.items()}
+            for key, mods in raw.get("reach", {}).items()
+        }
         return cls(**raw)
 
-    def tests_for(self, group: Group, module: str, first: int, last: int) -> list[str]:
+    def tests_for(
+        self, group: Group, module: str, first: int, last: int, source: Path | None = None
+    ) -> list[str]:
+        """The tests judging a mutant of ``module`` spanning lines ``first..last``, fastest
+        first. With a coverage map of the slice (``--select coverage``) and the module's
+        ``source``: the tests reaching its statement, in any process (``covmap``)."""
+        if group.slice_key in self.reach and source is not None:
+            found = covmap.tests_for(self.reach[group.slice_key], source, module, first, last)
+            ids = set(self.slices[group.slice_key]) if found is None else set(found)
+            return sorted(ids, key=lambda t: self.durations.get(t, 0.0))
         ids: set[str] = set()
         if group.in_process:
             for line in range(first, last + 1):
@@ -95,9 +111,26 @@ def subprocess_tests(workdir: Path) -> list[str]:
     return out
 
 
-def run_baseline(base: Baseline, groups: list[Group], workdir: Path, env: dict[str, str], out: Path) -> None:
-    """Run each slice not yet in ``base`` once on the unmutated code; it must be green."""
+def run_baseline(
+    base: Baseline,
+    groups: list[Group],
+    workdir: Path,
+    env: dict[str, str],
+    out: Path,
+    *,
+    select: str = "slice",
+    commit: str = "HEAD",
+    cache: Path | None = None,
+) -> None:
+    """Run each slice not yet in ``base`` once on the unmutated code; it must be green. With
+    ``select="coverage"`` that run records the slice's coverage map (or takes it from
+    ``cache`` when the code and the suite are the same)."""
     base.spawners = subprocess_tests(workdir)
+    if select == "coverage":
+        for group in groups:
+            if group.slice_key not in base.reach:
+                _coverage_map(base, group, workdir, env, out, commit, cache or out)
+        return
     for group in groups:
         if group.slice_key in base.slices and all(m in base.lines for m in group.modules if group.in_process):
             continue
@@ -122,3 +155,26 @@ def run_baseline(base: Baseline, groups: list[Group], workdir: Path, env: dict[s
         base.slices[group.slice_key] = sorted(durations)
         if group.in_process:
             base.lines.update(_coverage_lines(cov_file, workdir, group.modules))
+
+
+def _coverage_map(
+    base: Baseline, group: Group, workdir: Path, env: dict[str, str], out: Path, commit: str, cache: Path
+) -> None:
+    from execute import REPO
+
+    key = covmap.cache_key(group, commit, REPO)
+    path = cache / f"{key}.json"
+    if path.exists():
+        print(f"coverage map: {group.name}: cached {path}", flush=True)
+        got = covmap.load(path)
+    else:
+        tag = hashlib.sha1(group.slice_key.encode()).hexdigest()[:8]
+        junit = out / f"covmap-{tag}.xml"
+        reach = covmap.record(group, workdir, env, out / f"covmap-{tag}", junit)
+        durations = _junit_durations(junit)
+        got = {"slice": group.slice_key, "commit": commit, "durations": durations, "reach": reach}
+        cache.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(got))
+    base.durations.update(got["durations"])
+    base.slices[group.slice_key] = sorted(got["durations"])
+    base.reach[group.slice_key] = got["reach"]

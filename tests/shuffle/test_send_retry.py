@@ -138,3 +138,17 @@ def test_without_retries_a_failed_connect_fails_the_shuffle_naming_the_peer(clie
     assert "sending shards to it failed: OSError('injected: connect lost')" in str(errors[0])
     del outs, errors, inputs
     assert_clean(client)
+
+
+@pytest.mark.parametrize("count", [-1, -2, 1.5, True])
+def test_a_retry_count_that_is_not_an_int_from_zero_is_refused(count):
+    """The config is read strictly (mutant ``04de636ac599``: ``count < -1`` let -1 through,
+    which distributed's ``retry`` then treats as 0: a typo must fail, not pass as another
+    setting)."""
+    from reference_impl.shuffle.comms import send_retries
+
+    key = "reference-impl.shuffle.send-retry.count"
+    with dask.config.set({key: count}), pytest.raises(ValueError, match=r"send-retry.count must be an int >= 0"):
+        send_retries()
+    with dask.config.set({"reference-impl.shuffle.send-retry.count": 0}):
+        assert send_retries()[0] == 0
