@@ -62,6 +62,17 @@ SIDES = st.integers(0, 1)  # which store, modulo how many there are
 HOST_LIMITS = st.sampled_from([0, None, LIMIT // 2, 0, LIMIT, 4 * LIMIT])
 
 
+def opened(machine: StoreMachine) -> bool:
+    """Precondition: ``start`` has opened the stores."""
+    return bool(machine.sides)
+
+
+def calm(machine: StoreMachine) -> bool:
+    """Precondition: the stores are open and the world stands still, for rules whose exact
+    checks (unchanged snapshots, raised errors) an outside move would blur."""
+    return not machine.world and bool(machine.sides)
+
+
 @dataclass
 class Side:
     """One store under test with its model; the machine may run two on one device."""
@@ -308,7 +319,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
         self._minimal(s, before, f"store[{key!r}] = ...", set_key=key)
         return key
 
-    @precondition(lambda self: self.sides)
+    @precondition(opened)
     @rule(target=keys, side=SIDES, key=S.str_keys(ROOT), spec=VALUES)
     def put(self, side, key, spec):
         """Clauses 1.1, 3.1, 4.1 and 9.2: a set under a key that may be a path, collide with
@@ -323,14 +334,14 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
         self.world_step('set')
         return self._put(side, self._key(key), spec)
 
-    @precondition(lambda self: self.sides)
+    @precondition(opened)
     @rule(side=SIDES, key=keys, spec=VALUES)
     def put_again(self, side, key, spec):
         """Clause 1.3: setting a present key replaces its value (a new key in another store)."""
         self.world_step('set')
         self._put(side, key, spec)
 
-    @precondition(lambda self: not self.world and (self.sides))
+    @precondition(calm)
     @rule(
         side=SIDES,
         key=S.str_keys(ROOT),
@@ -399,7 +410,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
         half = S.DeviceLeaf(leaf.host[: n // 2].copy(), leaf.alloc, leaf.nbytes, "")
         s.model.remember(dst, Held(half, dict(held.allocs), False, False, 0))
 
-    @precondition(lambda self: not self.world and (self.sides))
+    @precondition(calm)
     @rule(
         side=SIDES,
         items=st.lists(st.tuples(keys, VALUES), min_size=1, max_size=3),
@@ -427,7 +438,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
         for k, b in effect:
             s.model.remember(k, self._held(b))
 
-    @precondition(lambda self: not self.world and (self.sides))
+    @precondition(calm)
     @rule(side=SIDES, key=keys, spec=VALUES)
     def setdefault(self, side, key, spec):
         """Clause 1.5: setdefault returns the present value untouched, or stores the default."""
@@ -449,7 +460,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
             s.model.remember(key, self._held(built))
 
     # ------------------------------------------------------------ rules: reading
-    @precondition(lambda self: self.sides)
+    @precondition(opened)
     @rule(side=SIDES, key=keys)
     def get(self, side, key):
         """Clauses 2.1, 5.1, 6.1, 6.2: exact, refreshes recency, eagerly back on device;
@@ -474,7 +485,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
         del value
         self._minimal(s, before, f"store[{key!r}]")
 
-    @precondition(lambda self: not self.world and (self.sides))
+    @precondition(calm)
     @rule(side=SIDES, key=keys, default=st.sampled_from([None, 0, "default"]))
     def get_with_default(self, side, key, default):
         """Clause 1.9: get(missing, d) is d and changes nothing; get(present, d) the value."""
@@ -491,7 +502,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
         assert s.h.store.get(key, default) is default
         self._unchanged(s, before, f"get({key!r}, default)")
 
-    @precondition(lambda self: not self.world and (self.sides))
+    @precondition(calm)
     @rule(side=SIDES, probe=keys)
     def look_without_touching(self, side, probe):
         """Clause 5.3: `in`, len, iteration and inspect neither touch recency nor move data."""
@@ -608,7 +619,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
         held.expected = S.DeviceLeaf(new, leaf.alloc, leaf.nbytes, leaf.layout)
 
     # ------------------------------------------------------------ rules: removing
-    @precondition(lambda self: self.sides)
+    @precondition(opened)
     @rule(side=SIDES, key=keys)
     def delete(self, side, key):
         """Clauses 1.1 and 3.3: del frees every byte in every tier; 1.2 for a missing key."""
@@ -621,7 +632,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
         s.model.forget(key)
         assert key not in s.h.store
 
-    @precondition(lambda self: self.sides)
+    @precondition(opened)
     @rule(side=SIDES, key=keys, with_default=st.booleans())
     def pop(self, side, key, with_default):
         """Clause 1.6: pop returns the value exactly and forgets the key; a missing key is
@@ -641,7 +652,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
         s.model.touch(key)  # popping reads the value: its alias group was used
         s.model.forget(key)
 
-    @precondition(lambda self: not self.world and (self.sides))
+    @precondition(calm)
     @rule(side=SIDES)
     def popitem(self, side):
         """Clause 1.7: popitem returns some stored pair exactly, KeyError when empty."""
@@ -963,10 +974,3 @@ def _scaled(spec: Any, factor: float) -> Any:
 
 def _dirs_under(path: str) -> list[str]:
     return [os.path.join(r, d) for r, ds, _f in os.walk(path) for d in ds]
-
-
-def make_store_machine(
-    adapter: Any, caps, device_kind: str, root, **kw: Any
-) -> type[RuleBasedStateMachine]:
-    """The machine for ``adapter`` (kept for callers of the former factory)."""
-    return StoreMachine.configure(adapter, caps, device_kind, root, **kw)

@@ -168,11 +168,10 @@ def pytest_configure(config: pytest.Config) -> None:
 def _check_cuda() -> None:
     """``--device=cuda`` where CuPy or a GPU is missing: one usage error at start-up,
     not a FAIL row per test blaming the implementation."""
-    from reference_impl.device import DeviceUnavailableError
-    from reference_impl.device.cuda import _import_cupy
+    from reference_impl.device import DeviceUnavailableError, require_cuda
 
     try:
-        _import_cupy()
+        require_cuda()
     except DeviceUnavailableError as exc:
         raise pytest.UsageError(
             f"--device=cuda: {exc}; use --device=sim (or auto) on a machine without one"

@@ -108,6 +108,11 @@ def _fire(where: str) -> None:
         world.env_alloc(_ARMED["n"], keep=action == "hold")
 
 
+def moving(machine: Any) -> bool:
+    """Precondition: the stores are open and the world is on (``world=True``)."""
+    return bool(machine.world and machine.sides)
+
+
 class WorldRules:
     """The environment's state, and the rules that move it (only when ``world`` is set)."""
 
@@ -193,7 +198,7 @@ class WorldRules:
         self._settle(side)
 
     # ------------------------------------------------------------ the device
-    @precondition(lambda self: self.world and self.sides)
+    @precondition(moving)
     @rule(frac=st.sampled_from([0.25, 0.5, 0.9, 1.0]))
     def outside_takes(self, frac):
         """Clauses 3.1, 4.1, 4.2 and 8.1: another library allocates and keeps device memory;
@@ -254,7 +259,7 @@ class WorldRules:
         self._read_back_everything(s, f"a read of {key!r} on a full device")
 
     # ------------------------------------------------------------ values misbehaving
-    @precondition(lambda self: self.world and self.sides)
+    @precondition(moving)
     @rule(
         target=KEYS,
         side=_SIDES,
@@ -344,7 +349,7 @@ class WorldRules:
             x.device_bytes = x.h.snapshot().device_bytes
         self._read_back_everything(s, f"{op} with {action!r} armed")
 
-    @precondition(lambda self: self.world and self.sides)
+    @precondition(moving)
     @rule(side=_SIDES, spec=S.host_specs(), where=st.sampled_from(["get", "pop"]))
     def deserialization_raises(self, side, spec, where):
         """Clause 13.5: a host value with a member whose deserialization raises half-way is
