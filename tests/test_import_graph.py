@@ -162,3 +162,20 @@ def test_the_private_name_check_can_fail(tmp_path):
         "Table._from_frames\n"
     )
     assert len(_private_uses(bad)) == 2
+
+
+def test_the_suite_uses_no_pytest_internals():
+    """The runner uses pytest's public API only: ``_pytest`` changes without notice."""
+    suite = ROOT.parent / "conformance"
+    found = [
+        f"{path.relative_to(suite)}:{node.lineno}"
+        for path in sorted(suite.rglob("*.py"))
+        for node in _imports(ast.parse(path.read_text(encoding="utf-8")))
+        if any(
+            name.split(".")[0] == "_pytest"
+            for name in (
+                [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            )
+        )
+    ]
+    assert not found, found
