@@ -135,56 +135,112 @@ def _step(fn):
         try:
             return fn(self, *args, **kwargs)
         finally:
-            self.w.seconds[fn.__name__] += time.perf_counter() - start
+            self.world.seconds[fn.__name__] += time.perf_counter() - start
 
     return step
 
 
-# When each rule can run; a rule runs only while no other that can has run fewer times
-# in this example (a fair schedule: hypothesis picks among the least used, so that every
-# example of a few steps meets every rule; left to itself, a derandomized run of 3
-# examples of 8 steps never drew shuffle_again).
+def _always(m: ShuffleMachine) -> bool:
+    return True
+
+
+def _holds_inputs(m: ShuffleMachine) -> bool:
+    """Inputs kept from an earlier shuffle are on the cluster."""
+    return bool(m.loaded)
+
+
+def _checks(m: ShuffleMachine) -> bool:
+    return m.world.has("shuffle.checks")
+
+
+def _phases_seen(m: ShuffleMachine) -> bool:
+    """The adapter names a task's phase, so a fault can be timed to one."""
+    return m.world.phase_of is not None
+
+
+def _spills_by_phase(m: ShuffleMachine) -> bool:
+    return m.world.phase_of is not None and m.world.has("shuffle.spill")
+
+
+# When each rule can run (see ShuffleMachine: a rule runs only while no other that can has
+# run fewer times in this example).
 APPLIES = {
-    "shuffle": lambda m: True,
-    "shuffle_again": lambda m: bool(m.loaded),
-    "two_at_once": lambda m: True,
-    "rejected": lambda m: m.w.has("shuffle.checks"),
-    "release_inputs": lambda m: bool(m.loaded),
-    "kill_a_worker": lambda m: m.w.phase_of is not None,
-    "cancel_mid_flight": lambda m: m.w.phase_of is not None,
-    "stall_the_scheduler": lambda m: m.w.phase_of is not None,
-    "remove_spill_files": lambda m: m.w.phase_of is not None and m.w.has("shuffle.spill"),
-    "truncate_spill_files": lambda m: m.w.phase_of is not None and m.w.has("shuffle.spill"),
+    "shuffle": _always,
+    "shuffle_again": _holds_inputs,
+    "two_at_once": _always,
+    "rejected": _checks,
+    "release_inputs": _holds_inputs,
+    "kill_a_worker": _phases_seen,
+    "cancel_mid_flight": _phases_seen,
+    "stall_the_scheduler": _phases_seen,
+    "remove_spill_files": _spills_by_phase,
+    "truncate_spill_files": _spills_by_phase,
 }
 
 
 def _fair(name: str):
-    def ok(m) -> bool:
+    """The precondition of rule ``name``: it applies, and no rule that applies has run fewer
+    times in this example."""
+
+    def fair(m: ShuffleMachine) -> bool:
         if not APPLIES[name](m):
             return False
         return m.counts[name] <= min(m.counts[n] for n, can in APPLIES.items() if can(m))
 
-    return precondition(ok)
+    fair.__name__ = f"fair_{name}"
+    return precondition(fair)
 
 
 BAD_ARGUMENTS = ("column", "npartitions", "empty on", "schemas")
 
 
+@dataclass(frozen=True)
+class Rekey:
+    """Other keys and another count for inputs already shuffled, drawn before the inputs'
+    columns are known: ``picks`` index the usable columns, ``count`` the partitions (each
+    modulo what there is)."""
+
+    picks: tuple[int, ...]
+    count: int
+
+    def of(self, names: list[str], num_rows: int) -> tuple[list[str], int]:
+        on = list(dict.fromkeys(names[p % len(names)] for p in self.picks))
+        return on, 1 + self.count % (num_rows + 3)
+
+
+# Rule arguments. Null keys are drawn for every implementation; one without shuffle.nulls
+# gets the rows whose keys hold none (_without_null_keys).
+CASES = st.deferred(lambda: rich_cases().map(Drawn))
+SMALL_CASES = st.deferred(lambda: rich_cases(max_rows=30).map(Drawn))
+MOVING_CASES = st.deferred(lambda: rich_cases(max_rows=400, max_inputs=6).map(Drawn))
+REKEYS = st.builds(
+    Rekey, st.lists(st.integers(0, 2**8), min_size=1, max_size=3).map(tuple), st.integers(0, 2**16)
+)
+PHASES = st.sampled_from(["unpack", "transfer"])
+
+
 class ShuffleMachine(RuleBasedStateMachine):
-    """Rules read as SPEC.md section 14; each names the clauses it exercises."""
+    """Rules read as SPEC.md section 14; each names the clauses it exercises.
+
+    Every rule argument is an explicit strategy, so a failure prints a program that reads as
+    it ran. The one departure from hypothesis's own choice of rule is a fair schedule
+    (``_fair``): a rule runs only while no applicable rule has run fewer times in the
+    example. A cluster makes examples dear (the ci profile affords 2 examples of 8 steps),
+    and left to itself a derandomized run of 3 examples of 8 steps never drew
+    ``shuffle_again``; with the schedule every example of a few steps meets every rule.
+    """
 
     world: ClassVar[World | None] = None
 
     def __init__(self) -> None:
         super().__init__()
         assert self.world is not None, "run_shuffle_machine sets the world"
-        self.w = self.world
-        self.c = self.w.cluster
-        self.nulls = self.w.has("shuffle.nulls")
+        self.cluster = self.world.cluster
+        self.nulls = self.world.has("shuffle.nulls")
         self.loaded: list[Loaded] = []
         self.clean = False  # the last step ended with nothing left behind
         self.counts: Counter = Counter()
-        self.w.outcomes["examples"] += 1
+        self.world.outcomes["examples"] += 1
         self.inherited: tuple[set[str], set[str]] = self._inherit()
 
     def _inherit(self) -> tuple[set[str], set[str]]:
@@ -192,24 +248,21 @@ class ShuffleMachine(RuleBasedStateMachine):
         files it failed on): cancelled, and what still stays is not this example's doing.
         A passing example was checked clean at its teardown, so nothing escapes."""
         start = time.perf_counter()
-        clean = self.c.settled(timeout=1.0) is None
-        self.w.seconds["(start)"] += time.perf_counter() - start
+        clean = self.cluster.settled(timeout=1.0) is None
+        self.world.seconds["(start)"] += time.perf_counter() - start
         if clean:
             return set(), set()
-        faults.cancel_all(self.c)
+        faults.cancel_all(self.cluster)
         gc.collect()
-        if self.c.settled(timeout=SETTLE) is None:
+        if self.cluster.settled(timeout=SETTLE) is None:
             return set(), set()
-        tasks = {k for s in self.c.surface().values() for k in s["tasks"]}
-        self.w.outcomes["examples inheriting a failed one's leftovers"] += 1
-        return tasks, set(self.c.files())
+        tasks = {k for s in self.cluster.surface().values() for k in s["tasks"]}
+        self.world.outcomes["examples inheriting a failed one's leftovers"] += 1
+        return tasks, set(self.cluster.files())
 
     # ---------------------------------------------------------------- helpers
-    def _cases(self, **kw) -> st.SearchStrategy:
-        return rich_cases(nulls=self.nulls, **kw).map(Drawn)
-
     def _load(self, case: ShuffleCase, keep: bool) -> Loaded:
-        loaded = Loaded(case, self.c.load(case.tables))
+        loaded = Loaded(case, self.cluster.load(case.tables))
         if keep:
             self.loaded.append(loaded)
             while len(self.loaded) > MAX_LOADED:
@@ -221,18 +274,18 @@ class ShuffleMachine(RuleBasedStateMachine):
 
     def _judge(self, case: ShuffleCase, outputs: Any, what: str) -> None:
         """Everything section 14 says about a shuffle that returned."""
-        problems = outcome_problems(case, outputs, self.w.landing, what)
+        problems = outcome_problems(case, outputs, self.world.landing, what)
         assert not problems, f"{what}: " + "; ".join(problems)
         if any(f.metadata for f in case.schema):
             kept = field_metadata_kept(outputs, case.schema)
-            self.w.outcomes["field metadata kept" if kept else "field metadata dropped"] += 1
+            self.world.outcomes["field metadata kept" if kept else "field metadata dropped"] += 1
 
     def _bounded(self, run: Any, case: ShuffleCase) -> None:
         """Clause 14.2: the measured peak within the budget plus twice the largest partition."""
         if run.peaks is None:
             return
         largest = max([t.nbytes for t in case.tables] + [t.nbytes for t in run.outputs] + [0])
-        limit = self.c.budget() + 2 * largest
+        limit = self.cluster.budget() + 2 * largest
         over = {w: p for w, p in run.peaks.items() if p > limit}
         assert not over, f"14.2: peaks {over} above budget + 2 x {largest:,} = {limit:,}"
 
@@ -240,13 +293,13 @@ class ShuffleMachine(RuleBasedStateMachine):
         """One shuffle, judged; returns its ShuffleRun."""
         case = ShuffleCase(loaded.case.tables, tuple(on), npartitions)
         note(f"{what}: {describe(case)}")
-        run = self.c.shuffle(loaded.inputs, list(on), npartitions, measure=measure)
+        run = self.cluster.shuffle(loaded.inputs, list(on), npartitions, measure=measure)
         self._judge(case, run.outputs, what)
         self._bounded(run, case)
-        self.w.outcomes[what] += 1
+        self.world.outcomes[what] += 1
         return run
 
-    def _rekey(self, data, loaded: Loaded) -> tuple[list[str], int]:
+    def _rekey(self, rekey: Rekey, loaded: Loaded) -> tuple[list[str], int]:
         """Other key columns and another ``npartitions`` for inputs already shuffled; never
         a pandas index column (14.23: keys are data columns)."""
         case = loaded.case
@@ -257,49 +310,40 @@ class ShuffleMachine(RuleBasedStateMachine):
             if f.name not in index
             and (self.nulls or all(t.column(f.name).null_count == 0 for t in case.tables))
         ]
-        on = data.draw(st.lists(st.sampled_from(names), min_size=1, max_size=3, unique=True))
-        n = data.draw(st.integers(1, case.num_rows + 3), label="npartitions")
-        return on, n
+        return rekey.of(names, case.num_rows)
 
     # ---------------------------------------------------------------- rules
-    @initialize(
-        turn=st.integers(0, 2**16),
-        drawn=st.deferred(lambda: rich_cases().map(Drawn)),
-        data=st.data(),
-    )
-    def start(self, turn: int, drawn: Drawn, data) -> None:
+    @initialize(drawn=CASES, rekey=REKEYS)
+    def start(self, drawn: Drawn, rekey: Rekey) -> None:
         """14.16: a first shuffle, and its inputs (kept) shuffled again by other keys or
-        into another count, as users do. Bad arguments come in turn from the drawn offset
-        (drawn one by one, the first examples of a derandomized run drew one kind
-        throughout)."""
-        self.turn = turn
+        into another count, as users do."""
         case = drawn.case if self.nulls else _without_null_keys(drawn.case)
         loaded = self._load(case, keep=True)
         self._run(loaded, case.on, case.npartitions, "first shuffle")
-        on, n = self._rekey(data, loaded)
+        on, n = self._rekey(rekey, loaded)
         self._run(loaded, on, n, "shuffle again")
 
     @_fair("shuffle")
-    @rule(drawn=st.deferred(lambda: rich_cases().map(Drawn)))
+    @rule(drawn=CASES)
     @_step
     def shuffle(self, drawn: Drawn) -> None:
         """14.1, 14.2, 14.6-14.9, 14.15: one shuffle of fresh inputs (kept for later ones)."""
         case = drawn.case if self.nulls else _without_null_keys(drawn.case)
         loaded = self._load(case, keep=True)
-        self._run(loaded, case.on, case.npartitions, "shuffle", measure=self.w.has("shuffle.bounded"))
+        self._run(loaded, case.on, case.npartitions, "shuffle", measure=self.world.has("shuffle.bounded"))
 
     @_fair("shuffle_again")
-    @rule(data=st.data())
+    @rule(which=st.integers(0, MAX_LOADED - 1), rekey=REKEYS)
     @_step
-    def shuffle_again(self, data) -> None:
-        """14.9, 14.16: inputs shuffled before, again, by other keys or into another count;
-        and once more as before (the same keys land in the same outputs)."""
-        loaded = data.draw(st.sampled_from(self.loaded), label="inputs")
-        on, n = self._rekey(data, loaded)
+    def shuffle_again(self, which: int, rekey: Rekey) -> None:
+        """14.9, 14.16: inputs shuffled before (the ``which``-th kept, modulo how many),
+        again, by other keys or into another count."""
+        loaded = self.loaded[which % len(self.loaded)]
+        on, n = self._rekey(rekey, loaded)
         self._run(loaded, on, n, "shuffle again")
 
     @_fair("two_at_once")
-    @rule(a=st.deferred(lambda: rich_cases().map(Drawn)), b=st.deferred(lambda: rich_cases().map(Drawn)))
+    @rule(a=CASES, b=CASES)
     @_step
     def two_at_once(self, a: Drawn, b: Drawn) -> None:
         """14.10: two shuffles in flight at once, each judged as if it ran alone."""
@@ -307,45 +351,49 @@ class ShuffleMachine(RuleBasedStateMachine):
         loaded = [self._load(c, keep=False) for c in cases]
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
             runs = [
-                pool.submit(self.c.shuffle, x.inputs, list(x.case.on), x.case.npartitions)
+                pool.submit(self.cluster.shuffle, x.inputs, list(x.case.on), x.case.npartitions)
                 for x in loaded
             ]
             outputs = [r.result().outputs for r in runs]
         for name, x, out in zip("ab", loaded, outputs, strict=True):
             self._judge(x.case, out, f"two at once, shuffle {name}")
-        self.w.outcomes["two at once"] += 1
+        self.world.outcomes["two at once"] += 1
 
     @_fair("rejected")
-    @rule(data=st.data())
+    @rule(
+        kind=st.sampled_from(BAD_ARGUMENTS),
+        drawn=SMALL_CASES,
+        missing=st.sampled_from(["no_such_column", "K0", "row_id2"]),
+        bad_n=st.sampled_from([0, -1, 2.5, "3"]),
+        retype=st.integers(0, 2**16),
+    )
     @_step
-    def rejected(self, data) -> None:
-        """14.12: a bad argument raises before any data moves, names what is wrong, and the
-        same inputs then shuffle correctly."""
-        kind = BAD_ARGUMENTS[self.turn % len(BAD_ARGUMENTS)]
-        self.turn += 1
-        drawn = data.draw(self._cases(max_rows=30), label="inputs")
-        case = drawn.case
+    def rejected(self, kind: str, drawn: Drawn, missing: str, bad_n: Any, retype: int) -> None:
+        """14.12: a bad argument of ``kind`` raises before any data moves, names what is
+        wrong, and the same inputs then shuffle correctly. ``missing`` is the absent key
+        column, ``bad_n`` the bad count, ``retype`` which column the last input retypes
+        (modulo how many)."""
+        case = drawn.case if self.nulls else _without_null_keys(drawn.case)
         tables, on, n = list(case.tables), list(case.on), case.npartitions
         if kind == "column":
-            missing = data.draw(st.sampled_from(["no_such_column", "K0", "row_id2"]))
             on, pattern = [*on, missing], re.escape(missing)
         elif kind == "empty on":
             on, pattern = [], r"\bon\b|key"
         elif kind == "npartitions":
-            n = data.draw(st.sampled_from([0, -1, 2.5, "3"]), label="npartitions")
-            pattern = "npartitions"
+            n, pattern = bad_n, "npartitions"
         else:
             if len(tables) < 2:
                 tables.append(tables[0].slice(0, 0))
-            target = data.draw(st.sampled_from(tables[0].schema.names), label="column")
+            names = tables[0].schema.names
+            target = names[retype % len(names)]
             tables[-1] = _retyped(tables[-1], target)
             pattern = re.escape(target)
-        loaded = Loaded(ShuffleCase(tuple(tables), case.on, case.npartitions), self.c.load(tables))
+        loaded = Loaded(ShuffleCase(tuple(tables), case.on, case.npartitions), self.cluster.load(tables))
         note(f"rejected ({kind}): on={on} npartitions={n!r}")
-        if self.w.watch is not None:
-            self.w.watch.clear()
+        if self.world.watch is not None:
+            self.world.watch.clear()
         try:
-            self.c.shuffle(loaded.inputs, on, n)
+            self.cluster.shuffle(loaded.inputs, on, n)
         except ShuffleHang:
             raise
         except Exception as exc:
@@ -354,38 +402,38 @@ class ShuffleMachine(RuleBasedStateMachine):
             assert ok, f"14.12: the error for a bad {kind} does not name it ({pattern})"
         else:
             raise AssertionError(f"14.12: a bad {kind} (on={on}, npartitions={n!r}) did not raise")
-        if self.w.watch is not None:
-            moved = sorted(self.w.watch.seen)
-            if moved and kind == "schemas" and self.w.has("shuffle.lazy"):
-                self.w.outcomes["rejected schemas after transfers ran (shuffle.lazy)"] += 1
+        if self.world.watch is not None:
+            moved = sorted(self.world.watch.seen)
+            if moved and kind == "schemas" and self.world.has("shuffle.lazy"):
+                self.world.outcomes["rejected schemas after transfers ran (shuffle.lazy)"] += 1
             else:
                 assert not moved, f"14.12: a bad {kind} raised after tasks of {moved} had run"
-        self.w.outcomes[f"rejected {kind}"] += 1
+        self.world.outcomes[f"rejected {kind}"] += 1
         if kind != "schemas":  # the inputs are intact: they shuffle correctly now
             self._run(loaded, case.on, case.npartitions, f"after a rejected {kind}")
 
     @_fair("kill_a_worker")
-    @rule(data=st.data(), phase=st.sampled_from(["unpack", "transfer"]))
+    @rule(drawn=MOVING_CASES, phase=PHASES)
     @_step
-    def kill_a_worker(self, data, phase: str) -> None:
+    def kill_a_worker(self, drawn: Drawn, phase: str) -> None:
         """14.5: a worker SIGKILLed (its nanny restarts it) as it finishes the first task
         of ``phase``: correct outputs, or an error naming the phase or the worker."""
-        self._world_moves(data, "kill", phase)
+        self._world_moves(drawn, "kill", phase)
 
     @_fair("cancel_mid_flight")
-    @rule(data=st.data(), phase=st.sampled_from(["unpack", "transfer"]))
+    @rule(drawn=MOVING_CASES, phase=PHASES)
     @_step
-    def cancel_mid_flight(self, data, phase: str) -> None:
+    def cancel_mid_flight(self, drawn: Drawn, phase: str) -> None:
         """14.17: the client cancels what it wants of the shuffle as ``phase`` starts."""
-        self._world_moves(data, "cancel", phase)
+        self._world_moves(drawn, "cancel", phase)
 
     @_fair("stall_the_scheduler")
-    @rule(data=st.data(), phase=st.sampled_from(["unpack", "transfer"]))
+    @rule(drawn=MOVING_CASES, phase=PHASES)
     @_step
-    def stall_the_scheduler(self, data, phase: str) -> None:
+    def stall_the_scheduler(self, drawn: Drawn, phase: str) -> None:
         """14.16: the scheduler's loop stops for a while as ``phase`` starts (a slow link):
         only the timing changes, so the shuffle must succeed."""
-        self._world_moves(data, "stall", phase)
+        self._world_moves(drawn, "stall", phase)
 
     @_fair("remove_spill_files")
     @rule(seed=st.integers(0, 2**16))
@@ -401,7 +449,7 @@ class ShuffleMachine(RuleBasedStateMachine):
         """14.18: every spill file cut to half its size as the unpack phase starts."""
         self._world_moves(None, "truncate files", "unpack", seed=seed)
 
-    def _world_moves(self, data, kind: str, phase: str, seed: int = 0) -> None:
+    def _world_moves(self, drawn: Drawn | None, kind: str, phase: str, seed: int = 0) -> None:
         """A shuffle during which something happens at a phase boundary; a correct result
         or a clear error, never wrong data or a hang."""
         if "files" in kind:  # data over the device and host tiers: shards in files
@@ -409,10 +457,9 @@ class ShuffleMachine(RuleBasedStateMachine):
             # theirs (not left behind), and cut or removed, they could not be read again.
             self.loaded.clear()
             gc.collect()
-            case = _spilling_case(self.c, seed)
+            case = _spilling_case(self.cluster, seed)
         else:
-            case = data.draw(self._cases(max_rows=400, max_inputs=6), label="inputs").case
-            case = case if self.nulls else _without_null_keys(case)
+            case = drawn.case if self.nulls else _without_null_keys(drawn.case)
         loaded = self._load(case, keep=False)
         self._faulted(loaded, kind, phase)
 
@@ -421,34 +468,34 @@ class ShuffleMachine(RuleBasedStateMachine):
         note(f"{name}: {describe(case)}")
         killer = None
         if kind == "kill":
-            killer = self.c.kill_in(phase)
+            killer = self.cluster.kill_in(phase)
             action, fired = (lambda: 0), killer.fired
         else:
             action = {
                 "cancel": faults.cancel_shuffle(
-                    self.c, lambda: {*self._kept(), *loaded.keys}
+                    self.cluster, lambda: {*self._kept(), *loaded.keys}
                 ),
                 "stall": faults.stall,
-                "remove files": faults.remove_spill(self.c),
-                "truncate files": faults.truncate_spill(self.c),
+                "remove files": faults.remove_spill(self.cluster),
+                "truncate files": faults.truncate_spill(self.cluster),
             }[kind]
         error = None
         try:
-            with self.c.during(phase, action) as plugin:
+            with self.cluster.during(phase, action) as plugin:
                 fired = killer.fired if killer else plugin.fired
                 try:
-                    run = self.c.shuffle(loaded.inputs, list(case.on), case.npartitions)
+                    run = self.cluster.shuffle(loaded.inputs, list(case.on), case.npartitions)
                 except ShuffleHang:
                     raise
                 except Exception as exc:
                     error = exc
         finally:
             if killer is not None:
-                self.c.cluster.scheduler.remove_plugin(name=f"{killer.name}-{phase}")
+                self.cluster.cluster.scheduler.remove_plugin(name=f"{killer.name}-{phase}")
                 if killer.fired:  # the nanny restarts it; later steps start on a whole cluster
-                    _healed(self.c.client, self.c.env.n_workers)
+                    _healed(self.cluster.client, self.cluster.env.n_workers)
         exercised = bool(fired) and (kind == "kill" or bool(fired[0]))
-        self.w.faults[(name, "fired" if exercised else "not exercised")] += 1
+        self.world.faults[(name, "fired" if exercised else "not exercised")] += 1
         if exercised and (phase, *conditions.MACHINE_FAULTS[kind]) in conditions.SHUFFLE_PRODUCED:
             conditions.fire(phase, *conditions.MACHINE_FAULTS[kind])
         if error is not None:
@@ -456,7 +503,7 @@ class ShuffleMachine(RuleBasedStateMachine):
             return
         # whatever happened, what returned must be right (14.5, 14.14, 14.16-14.18)
         self._judge(case, run.outputs, f"returned after {name}")
-        self.w.outcomes[f"correct after {name}"] += 1
+        self.world.outcomes[f"correct after {name}"] += 1
 
     def _failed(self, exc: BaseException, kind: str, phase: str, exercised: bool, killer) -> None:
         """What an error after a fault must be; nothing else may fail."""
@@ -465,7 +512,7 @@ class ShuffleMachine(RuleBasedStateMachine):
         if not exercised or kind == "stall":
             forget_error(exc)
             raise AssertionError(f"the shuffle failed ({name} {'did not fire' if not exercised else 'only delays'}): {text}")
-        if kind == "kill" and self.w.has("shuffle.recover"):
+        if kind == "kill" and self.world.has("shuffle.recover"):
             forget_error(exc)
             raise AssertionError(f"14.5: shuffle.recover is declared, yet {name} failed it: {text}")
         if kind == "kill":  # 14.5: the error names the phase or the lost worker
@@ -475,7 +522,7 @@ class ShuffleMachine(RuleBasedStateMachine):
             assert ok, f"14.5: after a kill in {phase} the error names neither it nor {host_port}: {text}"
         else:
             forget_error(exc)
-        self.w.outcomes[f"error after {name}"] += 1
+        self.world.outcomes[f"error after {name}"] += 1
 
     @_fair("release_inputs")
     @rule()
@@ -492,14 +539,14 @@ class ShuffleMachine(RuleBasedStateMachine):
         start = time.perf_counter()
         gc.collect()
         left = self._left(SETTLE)
-        self.w.seconds["(invariant)"] += time.perf_counter() - start
+        self.world.seconds["(invariant)"] += time.perf_counter() - start
         assert left is None, "14.11: left behind: " + "; ".join(left) + self._states(left)
         self.clean = True
 
     def _states(self, left: list[str]) -> str:
         """The workers' states of the tasks left behind (for the report)."""
         try:
-            states = self.c.client.run(_task_states)
+            states = self.cluster.client.run(_task_states)
         except Exception as exc:  # the report must not hide the failure
             return f" (task states unavailable: {exc!r})"
         held = {w: s for w, s in states.items() if s}
@@ -507,8 +554,8 @@ class ShuffleMachine(RuleBasedStateMachine):
 
     def _left(self, timeout: float) -> list[str] | None:
         tasks, files = self.inherited
-        skip = tuple(f"file {os.path.relpath(p, self.c.spill_dir)} (" for p in files)
-        return self.c.settled(timeout, keep=[*self._kept(), *tasks], ignore=skip)
+        skip = tuple(f"file {os.path.relpath(p, self.cluster.spill_dir)} (" for p in files)
+        return self.cluster.settled(timeout, keep=[*self._kept(), *tasks], ignore=skip)
 
     def teardown(self) -> None:
         """14.11 once the inputs are let go, after a clean last step (after a failure the
