@@ -26,8 +26,8 @@ SPEC_FILE = Path(__file__).resolve().parent / "SPEC.md"
 # As the repository names it, and as the wheel does (relative to site-packages); the JSON
 # keeps this form, the Markdown rewrites it for its reader (links.for_reader).
 SPEC_LINK = "conformance/SPEC.md"
-# Cells that carry a note (reason and link) under the table.
-NOTED = ("XPASS", "xfail", "flaky", "not exercised", "skip")
+# Cells that carry a note (reason and link) under the table: every cell but a pass.
+NOTED = ("FAIL", "N/A", "XPASS", "xfail", "flaky", "not exercised", "skip")
 
 
 def classify(report) -> str | None:
@@ -118,6 +118,8 @@ class Results:
                 rec["reason"] = _skip_reason(report)
             elif status == "FAIL" and rec["reason"] is None:  # the first failure is the cause
                 rec["reason"] = _failure_reason(report)
+                if props.get("conformance_failed_clauses"):  # a machine's failing step
+                    rec["failed_clauses"] = list(props["conformance_failed_clauses"])
             if status == "flaky":
                 failed, runs = props["conformance_flaky"]
                 rec["flaky_failed"], rec["flaky_runs"] = int(failed), int(runs)
@@ -202,6 +204,8 @@ class Results:
                     texts.append("")
                     continue
                 text = self._text(rec)
+                if rec.get("failed_clauses"):  # the markdown only: JSON cells stay "FAIL"
+                    text += f" (clause {', '.join(rec['failed_clauses'])})"
                 if rec["status"] in NOTED and (rec["reason"] or rec["link"]):
                     key = (rec["status"], rec["reason"], rec["link"])
                     text += f" [{notes.setdefault(key, len(notes) + 1)}]"
@@ -220,7 +224,9 @@ class Results:
             lines += ["", "Notes:", ""]
             for (status, reason, link), n in notes.items():
                 where = f" ({for_reader(link, base, within)})" if link else ""
-                lines.append(f"{n}. {status}: {reason or ''}{where}")
+                text = " ".join((reason or "").split())  # one line: a failure may span many
+                text = text.removeprefix(NA_PREFIX).strip() if status == "N/A" else text
+                lines.append(f"{n}. {status}: {text}{where}")
         if self.cells_fired:
             from .conditions import fired_lines
 

@@ -5,14 +5,17 @@ partitions, as with ``shuffle_method="tasks"``."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 import pytest
 from hypothesis import strategies as st
 
-from conformance import conformance_id, requires
-from conformance.frames import DTYPES, KEY, ROW, frame_of, meta_problems, rows_of
+from conformance import conformance_id, extras, requires
 from conformance.shuffle_harness import SHUFFLE_TIMEOUT, call_with_timeout
+
+if TYPE_CHECKING:  # pandas is the shuffle extra's: collecting the suite never imports it
+    import pandas as pd
 
 NPARTITIONS = 3
 
@@ -40,7 +43,7 @@ def _shuffled_through(cluster, collection) -> bool:
 
 @st.composite
 def _dtype_frames(draw):
-    names = draw(st.lists(st.sampled_from(sorted(DTYPES)), min_size=1, max_size=4))
+    names = draw(st.lists(st.sampled_from(sorted(extras.frames().DTYPES)), min_size=1, max_size=4))
     return names, draw(st.sampled_from(["idx", None]))
 
 
@@ -49,18 +52,19 @@ def _meta_case(cluster, names: list[str], index: str | None) -> list[str]:
     the column of the dtype is allowed (as 14.22's)."""
     import dask.dataframe as dd
 
-    frame = frame_of(names, index)
+    f = extras.frames()
+    frame = f.frame_of(names, index)
     ddf = dd.from_pandas(frame, npartitions=2, sort=False)
-    out = ddf.shuffle(KEY, npartitions=NPARTITIONS, shuffle_method=_method(cluster), force=True)
+    out = ddf.shuffle(f.KEY, npartitions=NPARTITIONS, shuffle_method=_method(cluster), force=True)
     try:
         parts = _compute(cluster, out)
     except Exception as exc:  # a refusal must name the column it refuses
-        named = [c for c in frame.columns if c != KEY and c != ROW and str(c) in str(exc)]
+        named = [c for c in frame.columns if c != f.KEY and c != f.ROW and str(c) in str(exc)]
         return [] if named else [f"{names}: refused naming no column: {exc!r}"]
     meta = out._meta
-    problems = [p for i, part in enumerate(parts) for p in meta_problems(part, meta, f"{names} output {i}")]
-    got = rows_of(pd.concat(parts)) if parts else []
-    if got != rows_of(frame):
+    problems = [p for i, part in enumerate(parts) for p in f.meta_problems(part, meta, f"{names} output {i}")]
+    got = f.rows_of(extras.pandas().concat(parts)) if parts else []
+    if got != f.rows_of(frame):
         problems.append(f"{names}: the rows changed through the shuffle")
     return problems
 
@@ -73,7 +77,7 @@ def test_outputs_carry_metas_dtypes_order_and_index(impl, shuffle_cluster, hyp_s
     (Found by mutation: the lazy reference's casts to meta were reached by no clause.)"""
     from hypothesis import given
 
-    names = sorted(DTYPES)
+    names = sorted(extras.frames().DTYPES)
     problems = _meta_case(shuffle_cluster, names, "idx") + _meta_case(shuffle_cluster, names[::-1], None)
     assert not problems, "; ".join(problems[:6])
 
@@ -84,10 +88,12 @@ def test_outputs_carry_metas_dtypes_order_and_index(impl, shuffle_cluster, hyp_s
         assert not found, "; ".join(found[:6])
 
     mixes()
-    record_detail(f"{len(DTYPES)} dtypes")
+    record_detail(f"{len(names)} dtypes")
 
 
 def _frames() -> tuple[pd.DataFrame, pd.DataFrame]:
+    pd, f = extras.pandas(), extras.frames()
+    KEY, ROW = f.KEY, f.ROW
     rng = np.random.default_rng(7)
     n = 60
     left = pd.DataFrame(
@@ -108,6 +114,7 @@ OPERATIONS = ("merge", "groupby", "set_index", "sort_values")
 def _operation(name: str, method: str):
     import dask.dataframe as dd
 
+    KEY, ROW = extras.frames().KEY, extras.frames().ROW
     left, right = _frames()
     a = dd.from_pandas(left, npartitions=4, sort=False)
     b = dd.from_pandas(right, npartitions=2, sort=False)
@@ -132,6 +139,7 @@ def test_dask_operations_give_what_tasks_gives(impl, shuffle_cluster, operation,
     """Each partition holds the rows it holds with ``shuffle_method="tasks"`` (dask's
     hashing or divisions say where a row goes, whatever moves it), the divisions are the
     same, and a sorted partition is sorted."""
+    meta_problems = extras.frames().meta_problems
     method = _method(shuffle_cluster)
     got_collection = _operation(operation, method)
     assert _shuffled_through(shuffle_cluster, got_collection), f"{operation}: dask planned no {method} shuffle"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from conformance import conformance_id, requires
+from conformance import conformance_id, extras, requires
 from conformance import shuffle_oracle as oracle
 from conformance.shuffle_harness import for_each_case
 from conformance.shuffle_judge import metadata_problems
@@ -29,6 +29,7 @@ def test_a_rows_index_label_travels_with_it(impl, shuffle_cluster, hyp_settings)
     every row keeps its label, every output keeps the index column and pandas' metadata.
     (Found by mutation: reference-in-dask not restoring the index, or dropping it where
     dask keeps it, passed every other clause; the suite's frames carried none.)"""
+    extras.pandas()  # the index is pandas' (its metadata, a CategoricalIndex)
     nulls = "shuffle.nulls" in impl.capabilities
 
     def body(case):

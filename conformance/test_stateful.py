@@ -9,7 +9,8 @@ import pytest
 from hypothesis import Phase
 from hypothesis.stateful import run_state_machine_as_test
 
-from conformance import conditions, conformance_id, not_exercised, requires
+from conformance import conditions, conformance_id, not_exercised, replay, requires
+from conformance.blame import failed_clauses
 from conformance.harness import LeakGuard
 from conformance.machines import StoreMachine
 from conformance.strategies import ArraySpec, HostSpec
@@ -21,7 +22,15 @@ _NO_SHRINK = (Phase.explicit, Phase.reuse, Phase.generate)
 def _run(impl, device_kind, tmp_path, settings, **kw) -> None:
     guard = LeakGuard()
     machine = StoreMachine.configure(impl.adapter, impl.capabilities, device_kind, tmp_path, **kw)
-    run_state_machine_as_test(machine, settings=settings)
+    try:
+        run_state_machine_as_test(machine, settings=settings)
+    except BaseException as exc:
+        code = replay.program(exc, impl.spec, device_kind, any_keys=kw.get("any_keys", False),
+                              world=kw.get("world", False))
+        if code is not None:
+            exc.add_note(code)
+        exc.conformance_failed_clauses = failed_clauses(exc, machine)
+        raise
     guard.check()
 
 

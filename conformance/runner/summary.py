@@ -32,6 +32,33 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(Recorder(state), "conformance-recorder")
 
 
+def failure_prefix(item, failed: list[str] | None = None) -> str | None:
+    """``STORE-X [clause 9.6]: ``, what a failure of a conformance test begins with; a
+    machine's names the clauses its failing step broke (``failed``), not all it cites."""
+    mark = item.get_closest_marker("conformance_id")
+    if mark is None:
+        return None
+    clause = mark.kwargs.get("clause", ())
+    clauses = failed or ([clause] if isinstance(clause, str) else list(clause))
+    return f"{mark.args[0]} [clause {', '.join(clauses)}]: " if clauses else f"{mark.args[0]}: "
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failure's first line names its ID and clauses; a machine's failing clauses go to
+    the report."""
+    report = yield
+    crash = getattr(report.longrepr, "reprcrash", None)
+    failed = getattr(call.excinfo.value, "conformance_failed_clauses", None) if call.excinfo else None
+    if failed and report.when == "call":
+        report.user_properties.append(("conformance_failed_clauses", list(failed)))
+    prefix = failure_prefix(item, failed) if report.failed and crash is not None else None
+    if prefix and not crash.message.startswith(prefix):  # the short summary's line
+        crash.message = prefix + crash.message
+        report.sections.insert(0, ("conformance", prefix.rstrip(": ")))
+    return report
+
+
 def _commit() -> tuple[str | None, bool]:
     """The project's commit and whether tracked files differ from it; (None, False) when the
     suite does not run from its own git checkout."""

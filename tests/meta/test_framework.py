@@ -114,7 +114,10 @@ def test_manifest_modes(tmp_path):
     assert report["table"]["STORE-MAP-001"] == {"reference@sim": "XPASS"}
     assert report["table"]["STORE-MAP-002"] == {"reference@sim": "skip"}
     assert "XPASS(strict)" in proc.stdout
-    assert "1. XPASS: it passes, so this shows XPASS (https://example.invalid/1)" in proc.stdout
+    # every cell but a pass has its note; STORE-EVICT-002's N/A comes first in the table
+    assert "2. XPASS: it passes, so this shows XPASS (https://example.invalid/1)" in proc.stdout
+    assert "| STORE-EVICT-002 | N/A [1] |" in proc.stdout, proc.stdout[-3000:]
+    assert "\n1. N/A: " in proc.stdout, proc.stdout[-3000:]
 
 
 def test_xfail_for_failing_peer_and_norun(tmp_path):

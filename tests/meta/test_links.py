@@ -4,6 +4,7 @@ link only to what the wheel ships."""
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 
@@ -70,7 +71,47 @@ def test_shipped_manifests_link_only_to_shipped_files():
             link = body.get("link") if isinstance(body, dict) else None
             if link is not None:
                 assert links.is_url(link) or links.is_shipped(link), (path.name, cid, link)
-                assert "-repro/" not in link, (path.name, cid, link)  # repro folders are not
+
+
+def _wheel_layout() -> dict[str, str]:
+    """Each repository folder the wheel ships -> where it lands (pyproject.toml's target)."""
+    wheel = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]["wheel"]
+    assert "exclude" not in wheel, "an excluded path would need this test to know it"
+    return {folder: wheel.get("sources", {}).get(folder, folder) for folder in wheel["only-include"]}
+
+
+WHEEL_LAYOUT = _wheel_layout()
+
+
+def _in_wheel(path: Path) -> str | None:
+    """``path`` (in the repository) as the wheel names it, or None if the wheel lacks it."""
+    rel = path.resolve().relative_to(REPO).as_posix()
+    for folder, shipped in WHEEL_LAYOUT.items():
+        if rel == folder or rel.startswith(folder + "/"):
+            return shipped + rel.removeprefix(folder)
+    return None
+
+
+def test_the_findings_links_resolve_in_the_repository_and_in_the_wheel():
+    """Every relative link of a finding names a file or folder that exists here, and that
+    the wheel ships at the same relative place (a reader of an installed suite follows it)."""
+    import re
+
+    findings = REPO / "docs" / "findings"
+    checked = 0
+    for page in sorted(findings.glob("*.md")):
+        for link in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            if links.is_url(link) or link.startswith("#"):
+                continue
+            target = (page.parent / link.partition("#")[0]).resolve()
+            assert target.exists(), (page.name, link)
+            page_in_wheel, target_in_wheel = _in_wheel(page), _in_wheel(target)
+            assert target_in_wheel is not None, (page.name, link, "not shipped in the wheel")
+            # the same relative link, followed from where the wheel puts the page
+            followed = os.path.normpath(Path(page_in_wheel).parent / link.partition("#")[0])
+            assert followed == target_in_wheel, (page.name, link, followed, target_in_wheel)
+            checked += 1
+    assert checked >= 20, checked
 
 
 def test_for_reader_relative_under_the_folder_else_absolute(tmp_path):
