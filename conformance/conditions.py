@@ -2,9 +2,9 @@
 each cell, which cells are untested and why, and how often each cell fired in this run.
 
 A cell is (operation, condition, when): ``when`` is before, during or after the operation.
-The store's cells are produced by the rules of ``conformance/world.py`` (driven by the
-machine of ``conformance/machines.py``), the shuffle's by the fault tests of
-``conformance/test_shuffle_faults.py`` and the shuffle machine. ``render()`` writes the
+The store's cells are produced by the rules of ``conformance/store/world.py`` (driven by the
+machine of ``conformance/store/machines.py``), the shuffle's by the fault tests of
+``conformance/shuffle/test_shuffle_faults.py`` and the shuffle machine. ``render()`` writes the
 matrix SPEC.md holds between its ``matrix`` markers; ``tests/meta/test_conditions.py``
 checks the two agree. ``fire()`` counts a cell as its fault happens (:data:`FIRED`), and the
 report prints the counts, so that a cell that never fires is seen, not trusted.
@@ -210,7 +210,7 @@ def render() -> str:
     lines += [f"- **{k}** {v}" for k, v in CLUSTER_MEANING.items()]
     lines += ["", "Untested, by letter:", ""]
     lines += [f"- **{k}** {v}" for k, v in SHUFFLE_UNTESTED.items()]
-    lines += ["", "Produced by (store: rules of `conformance/world.py`; shuffle: conformance IDs):", ""]
+    lines += ["", "Produced by (store: rules of `conformance/store/world.py`; shuffle: conformance IDs):", ""]
     by_rule: dict[str, list[str]] = {}
     for (op, c, when), rule in PRODUCED.items():
         by_rule.setdefault(rule, []).append(f"{op} {c} {when}")

@@ -3,5 +3,5 @@
 One module a job: :mod:`.state` (what a run knows), :mod:`.options` (options, start-up
 checks, header), :mod:`.collection` (IDs, capabilities, manifests, ``--conformance-ids``),
 :mod:`.deviations` (documented deviations and flaky reruns), :mod:`.fixtures` and
-:mod:`.summary` (the end-of-run report). :mod:`conformance.plugin` loads them all.
+:mod:`.summary` (the end-of-run report). :mod:`conformance.runner.plugin` loads them all.
 """

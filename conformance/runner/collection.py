@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from ..capabilities import ALL_CAPABILITIES
-from ..hints import did_you_mean
-from ..loader import LoadedImpl
-from ..manifest import DocumentedDeviation
-from ..report import NA_PREFIX
 from .deviations import FLAKY_RUNS, MATCHES
+from .hints import did_you_mean
+from .loader import LoadedImpl
+from .manifests import DocumentedDeviation
 from .options import load_manifests
+from .report import NA_PREFIX
 from .state import SUITE_DIR, RunState, run_state
 
 SLOW_SKIP = "slow: run with -m slow or --conformance-profile=stress"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ..manifest import DocumentedDeviation, matched_deviations, unmatched_failures
-from ..shrink import limit as shrink_limit
+from .manifests import DocumentedDeviation, matched_deviations, unmatched_failures
+from .shrink import limit as shrink_limit
 from .state import run_state
 
 MATCHES = pytest.StashKey[tuple]()

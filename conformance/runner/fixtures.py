@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ..loader import LoadedImpl
+from .loader import LoadedImpl
 from .state import CALL_FAILED, run_state
 
 
@@ -47,7 +47,7 @@ def adapter(impl: LoadedImpl):
 @pytest.fixture
 def hyp_settings(request, impl: LoadedImpl):
     """``hyp_settings(heavy=False)`` -> hypothesis settings of the selected profile for this impl."""
-    from ..profiles import settings_for
+    from .profiles import settings_for
 
     state = run_state(request.config)
     return lambda heavy=False, shuffle=False: settings_for(
@@ -62,7 +62,7 @@ def make_store(request, impl: LoadedImpl, tmp_path):
     Teardown checks: the device ledger back at its baseline, spill_dir empty,
     no threads or file descriptors left behind.
     """
-    from ..harness import LeakGuard, StoreHarness
+    from ..store.harness import LeakGuard, StoreHarness
 
     kind = run_state(request.config).device_kind
     guard = LeakGuard()
@@ -113,7 +113,7 @@ def _shared_cluster(request, impl: LoadedImpl, device_kind, tmp_path_factory, **
     """One cluster per implementation, settings and process, started on first use. A test
     that failed or left anything behind gets the next test a fresh cluster: each test
     judges its own shuffles, not its predecessors' leftovers (clause 14.11 has its own IDs)."""
-    from ..shuffle_harness import ShuffleCluster
+    from ..shuffle.harness import ShuffleCluster
 
     clusters = request.config.stash.setdefault(CLUSTERS, {})
     key = (impl.name, tuple(sorted(kw.items())))
@@ -143,7 +143,7 @@ def tight_cluster(request, impl: LoadedImpl, device_kind, tmp_path_factory):
 @pytest.fixture
 def make_shuffle_cluster(impl: LoadedImpl, device_kind, tmp_path):
     """``make_shuffle_cluster(**kw) -> ShuffleCluster``: a fresh cluster for this test."""
-    from ..shuffle_harness import ShuffleCluster
+    from ..shuffle.harness import ShuffleCluster
 
     made = []
 

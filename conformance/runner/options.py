@@ -11,10 +11,10 @@ import pytest
 
 from .. import SPEC_VERSION, SUITE_VERSION
 from ..api import PROTOCOL_VERSION
-from ..manifest import ManifestError, default_path
-from ..manifest import load as load_manifest
-from ..profiles import DEFAULT_PROFILE, ENV_VAR, PROFILES, database_path, register_profiles
-from ..shrink import MODES as SHRINK_MODES
+from .manifests import ManifestError, default_path
+from .manifests import load as load_manifest
+from .profiles import DEFAULT_PROFILE, ENV_VAR, PROFILES, database_path, register_profiles
+from .shrink import MODES as SHRINK_MODES
 from .state import KEY, RunState, run_state
 
 DEVICE_KINDS = ("sim", "cuda", "auto")

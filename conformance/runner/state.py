@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from ..loader import ImplError, LoadedImpl, load_all
-from ..profiles import DEFAULT_PROFILE, ENV_VAR
-from ..report import Results
-from ..shrink import default_mode as default_shrink
+from .loader import ImplError, LoadedImpl, load_all
+from .profiles import DEFAULT_PROFILE, ENV_VAR
+from .report import Results
+from .shrink import default_mode as default_shrink
 
 SUITE_DIR = Path(__file__).resolve().parent.parent  # the conformance package
 

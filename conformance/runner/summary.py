@@ -62,7 +62,7 @@ def pytest_runtest_makereport(item, call):
 def _commit() -> tuple[str | None, bool]:
     """The project's commit and whether tracked files differ from it; (None, False) when the
     suite does not run from its own git checkout."""
-    from ..gitinfo import checkout
+    from .gitinfo import checkout
 
     return checkout(SUITE_DIR.parent)
 

@@ -10,7 +10,8 @@ import re
 import pytest
 from test_spec import SPEC, suite_citations
 
-from conformance import conditions, machines, world
+from conformance import conditions
+from conformance.store import machines, world
 
 
 def _spec_block() -> str:
@@ -72,7 +73,7 @@ def test_firing_a_cell_no_rule_produces_is_an_error():
 def test_the_report_prints_each_produced_cell_with_its_count():
     from types import SimpleNamespace
 
-    from conformance.report import Results
+    from conformance.runner.report import Results
 
     results = Results()
     props = {

@@ -89,8 +89,9 @@ def mapping_problems(text: str, cited: dict[str, tuple[str, ...]]) -> list[str]:
 def suite_citations() -> dict[str, tuple[str, ...]]:
     """``{ID: clauses}`` of every test in the suite's modules, read from their markers."""
     cited: dict[str, tuple[str, ...]] = {}
-    for path in sorted((REPO / "conformance").glob("test_*.py")):
-        mod = importlib.import_module(f"conformance.{path.stem}")
+    for path in sorted((REPO / "conformance").rglob("test_*.py")):
+        name = ".".join(path.relative_to(REPO).with_suffix("").parts)
+        mod = importlib.import_module(name)
         for obj in vars(mod).values():
             for mark in getattr(obj, "pytestmark", []):
                 if mark.name == "conformance_id":
