@@ -4,7 +4,7 @@ each cell, which cells are untested and why, and how often each cell fired in th
 A cell is (operation, condition, when): ``when`` is before, during or after the operation.
 The store's cells are produced by the rules of ``conformance/store/world.py`` (driven by the
 machine of ``conformance/store/machines.py``), the shuffle's by the fault tests of
-``conformance/shuffle/test_shuffle_faults.py`` and the shuffle machine. ``render()`` writes the
+``conformance/shuffle/test_s14_faults.py`` and the shuffle machine. ``render()`` writes the
 matrix SPEC.md holds between its ``matrix`` markers; ``tests/meta/test_conditions.py``
 checks the two agree. ``fire()`` counts a cell as its fault happens (:data:`FIRED`), and the
 report prints the counts, so that a cell that never fires is seen, not trusted.
