@@ -7,9 +7,17 @@ import dataclasses
 from collections import namedtuple
 
 import numpy as np
+import pyarrow as pa
 
-from conformance import conformance_id, requires
-from conformance.store.harness import LIMIT
+from conformance import conformance_id, not_exercised, requires
+from conformance.api import evict
+from conformance.store.harness import (
+    LIMIT,
+    digest,
+    host_bytes,
+    seed_digest,
+    value_digest,
+)
 
 Pair = namedtuple("Pair", "left right")
 
@@ -207,3 +215,126 @@ def test_containers_come_back_exactly_from_every_tier(impl, make_store):
         wrong = [e for k in want for e in _compare(h, h.store[k], want[k], k)]
         assert not wrong, f"from {tier}: " + "; ".join(wrong[:8])
         h.check(want)
+
+
+@conformance_id("STORE-ALIAS-002", clause=("2.6", "3.2"))
+@requires("store", "store.alias.dedup")
+def test_aliases_spill_and_come_back_consistently(harness):
+    h, s = harness, harness.store
+    base = h.value(LIMIT // 2, seed=1)
+    s["base"], s["view"] = base, base[: LIMIT // 4]
+    del base
+    for i in range(4):  # push the pair out
+        s[f"f{i}"] = h.value(LIMIT // 3, seed=10 + i)
+        h.check({"base", "view"} | {f"f{j}" for j in range(i + 1)})
+    keys = {"base", "view"} | {f"f{j}" for j in range(4)}
+    got = s["view"]
+    assert value_digest(h.device, got) == digest(host_bytes(1, LIMIT // 2)[: LIMIT // 4])
+    del got
+    h.check(keys)
+    got = s["base"]
+    assert value_digest(h.device, got) == seed_digest(1, LIMIT // 2)
+    del got
+    h.check(keys)
+
+
+@conformance_id("STORE-MAP-006", clause="2.4")
+@requires("store")
+def test_nested_values_round_trip(harness):
+    h, s = harness, harness.store
+    a, b, c = h.value(1000, 1), h.value(2000, 2), h.value(3000, 3)
+    s["nested"] = {"a": a, "rest": [b, (c, "meta", 5)]}
+    del a, b, c
+    out = s["nested"]
+    assert (
+        isinstance(out, dict)
+        and isinstance(out["rest"], list)
+        and isinstance(out["rest"][1], tuple)
+    )
+    assert out["rest"][1][1:] == ("meta", 5)
+    assert value_digest(h.device, out["a"]) == seed_digest(1, 1000)
+    assert value_digest(h.device, out["rest"][0]) == seed_digest(2, 2000)
+    assert value_digest(h.device, out["rest"][1][0]) == seed_digest(3, 3000)
+    del out
+    h.check({"nested"})
+
+
+@conformance_id("STORE-MAP-007", clause=("2.5", "3.7"))
+@requires("store")
+def test_host_objects_stay_as_they_are(harness):
+    h, s = harness, harness.store
+    objs = {"bytes": b"x" * 1000, "str": "hello", "dict": {"a": [1, 2]}, "np": np.arange(10)}
+    s.update(objs)
+    for k, v in objs.items():
+        got = s[k]
+        if isinstance(v, np.ndarray):
+            np.testing.assert_array_equal(np.asarray(got), v)
+        else:
+            assert got == v
+    snap = h.check(objs)
+    assert snap.device_bytes == 0, "host objects must not be counted as device bytes"
+
+
+ROWS = 600
+
+
+def _arrow(seed: int) -> pa.Table:
+    ints = [None if (i + seed) % 7 == 0 else i * (seed + 1) for i in range(ROWS)]
+    return pa.table(
+        {
+            "k": pa.array(ints, pa.int64()),
+            "x": pa.array([float(i) / (seed + 3) for i in range(ROWS)], pa.float64()),
+            "s": pa.array([None if i % 11 == 0 else f"s{seed}-{i}" * (i % 4) for i in range(ROWS)]),
+        }
+    )
+
+
+def _table(h, seed: int):
+    from reference_impl import Table
+
+    return Table.from_arrow(_arrow(seed), h.device)
+
+
+def _allocs(t) -> int:
+    return sum(n for _aid, n in t.allocations())
+
+
+@conformance_id("STORE-TABLE-001", clause=("2.7", "3.8", "3.1"))
+@requires("store", "store.table", "store.evict.manual")
+def test_tables_come_back_from_every_tier_counted_once(impl, make_store):
+    """Tables of int64 with nulls, float64 and strings with nulls are stored, spilled (to host,
+    and to disk where the store has one) and read back equal. Each counts the sum of its distinct
+    device allocations, and a zero-copy slice and a column selection of a stored table, stored
+    under other keys, share its buffers: counted once (3.2)."""
+    disk = {"store.limit.host", "store.spill.disk"} <= impl.capabilities
+    h = make_store(host_limit=LIMIT // 2) if disk else make_store()
+    s = h.store
+    tables = {f"t{i}": _table(h, i) for i in range(3)}
+    need = sum(_allocs(t) for t in tables.values())
+    if need > h.limit:
+        not_exercised(f"three tables need {need:,} device bytes, over the limit {h.limit:,}")
+    for k in tables:
+        s[k] = tables[k]
+    s["t0-rows"] = tables["t0"].slice(100, 400)
+    s["t1-cols"] = tables["t1"].select(["s", "k"])
+    keys = set(tables) | {"t0-rows", "t1-cols"}
+    snap = h.check(keys)
+    assert snap.device_bytes == need, (
+        f"three tables of {need:,} device bytes in all (a slice and a selection sharing their "
+        f"buffers) are counted as {snap.device_bytes:,}"
+    )
+    expect = {k: _arrow(i) for i, k in enumerate(tables)}
+    expect["t0-rows"] = expect["t0"].slice(100, 300)
+    expect["t1-cols"] = expect["t1"].select(["s", "k"])
+    del tables
+    tiers_seen = set()
+    for _round in range(2):
+        evict(h.adapter, s, 4 * LIMIT)
+        tiers_seen |= set(h.snapshot().tiers.values())
+        h.check(keys)
+        for k, want in expect.items():
+            got = s[k].to_arrow()
+            assert got.equals(want), f"table {k} came back different after a spill to {tiers_seen}"
+        h.check(keys)
+    if tiers_seen <= {"device"}:
+        not_exercised("evict moved no table off the device")

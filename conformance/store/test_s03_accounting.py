@@ -14,6 +14,7 @@ from conformance.store.harness import (
     seed_digest,
     value_digest,
 )
+from conformance.store.tiers import disk_store, fill
 
 
 @conformance_id("STORE-ACCT-001", clause=("3.1", "3.6"))
@@ -153,27 +154,6 @@ def test_one_host_object_under_two_keys_is_one_copy(impl, make_store):
             f"after reading b, a new value pushed out {dict(snap.tiers)}: c is the least recently "
             "used, not the object just read under b (a's older place is b's too)"
         )
-
-
-@conformance_id("STORE-ALIAS-002", clause=("2.6", "3.2"))
-@requires("store", "store.alias.dedup")
-def test_aliases_spill_and_come_back_consistently(harness):
-    h, s = harness, harness.store
-    base = h.value(LIMIT // 2, seed=1)
-    s["base"], s["view"] = base, base[: LIMIT // 4]
-    del base
-    for i in range(4):  # push the pair out
-        s[f"f{i}"] = h.value(LIMIT // 3, seed=10 + i)
-        h.check({"base", "view"} | {f"f{j}" for j in range(i + 1)})
-    keys = {"base", "view"} | {f"f{j}" for j in range(4)}
-    got = s["view"]
-    assert value_digest(h.device, got) == digest(host_bytes(1, LIMIT // 2)[: LIMIT // 4])
-    del got
-    h.check(keys)
-    got = s["base"]
-    assert value_digest(h.device, got) == seed_digest(1, LIMIT // 2)
-    del got
-    h.check(keys)
 
 
 # --------------------------------------------------------------------------- every removal path
@@ -364,3 +344,25 @@ def test_host_objects_are_measured_deeply(impl, make_store):
             assert _same(v, hl.store[k]), f"{k} came back changed"
     for k, v in values.items():
         assert _same(v, h.store[k]), f"{k} came back changed"
+
+
+@conformance_id("STORE-DISK-007", clause="3.5")
+@requires("store", "store.spill.disk")
+def test_disk_bytes_equal_file_sizes(impl, make_store):
+    """disk_bytes == the sizes of the files under spill_dir, after every kind of call."""
+    h = disk_store(impl, make_store)  # disk accounting on: h.check() compares after each step
+    keys = fill(h)
+    for i in range(8):
+        h.store[f"k{i}"]
+        h.check(keys)
+    for i in range(0, 8, 2):  # overwrite: the old file's bytes leave the tally
+        h.store[f"k{i}"] = h.value(LIMIT // 3, seed=100 + i)
+        h.check(keys)
+    for i in range(1, 8, 2):
+        del h.store[f"k{i}"]
+        keys.discard(f"k{i}")
+        h.check(keys)
+    for k in sorted(keys):
+        del h.store[k]
+    snap = h.check(set())
+    assert snap.disk_bytes == 0, f"disk_bytes={snap.disk_bytes:,} with no key left"

@@ -7,6 +7,7 @@ import pytest
 from conformance import conformance_id, not_exercised, requires
 from conformance.store.harness import LIMIT, seed_digest, value_digest
 from conformance.store.probes import recording_device
+from conformance.store.tiers import N, expect_cascade, four_on_device, host_limit_for
 
 
 @conformance_id("STORE-OOM-001", clause="8.1")
@@ -70,43 +71,6 @@ def test_spill_on_demand_keeps_host_limit(make_store):
     for i in range(3):
         assert value_digest(h.device, h.store[f"k{i}"]) == seed_digest(i, LIMIT // 3)
     h.check(keys)
-
-
-@conformance_id("STORE-OOM-004", clause="11.4")
-@requires("store", "store.oom.on_demand")
-def test_closed_store_leaves_no_oom_handler(make_store, device_kind):
-    """After close_store the store's OOM handler is gone from the device: an allocation that
-    does not fit raises the device's out-of-memory error without calling into the closed
-    store, and the ledger is unchanged by the failed attempt."""
-    if device_kind != "sim":
-        pytest.skip("needs a recording simulated device")
-    from reference_impl import DeviceOutOfMemoryError
-
-    capacity = 4 * LIMIT
-    dev = recording_device(capacity)
-    h = make_store(device=dev)
-    for i in range(3):
-        h.store[f"k{i}"] = h.value(LIMIT // 3, seed=i)
-    outside = dev.empty(capacity - LIMIT + 1, "uint8")  # the store must spill for this to fit
-    del outside
-    h.check({f"k{i}" for i in range(3)})
-    h.close()
-    registered = dev.registered()
-    dev.calls.clear()
-    held = dev.empty(capacity, "uint8")  # the whole device: fits, nothing is left in use
-    before = dev.bytes_in_use()
-    with pytest.raises(MemoryError) as info:
-        dev.empty(1, "uint8")
-    assert isinstance(info.value, DeviceOutOfMemoryError), (
-        f"expected the device's DeviceOutOfMemoryError, got {type(info.value).__name__}: "
-        f"{info.value}"
-    )
-    assert not dev.calls, f"the closed store's OOM handler was still called: {dev.calls}"
-    assert not registered, f"OOM handlers still registered after close_store: {registered}"
-    assert dev.bytes_in_use() == before, (
-        f"the failed allocation changed the ledger: {before:,} -> {dev.bytes_in_use():,}"
-    )
-    del held
 
 
 MAX_HANDLER_CALLS = 64  # per failing allocation: a handler that never says "no" is called far more
@@ -213,3 +177,30 @@ def test_oom_with_nothing_left_to_spill_fails_fast(make_store, device_kind):
     for i in range(3):
         assert value_digest(h.device, h.store[f"k{i}"]) == seed_digest(i, n)
     h.check(keys)
+
+
+@conformance_id("STORE-CASCADE-003", clause=("8.1", "8.4", "5.4"))
+@requires(
+    "store", "store.spill.disk", "store.limit.host", "store.oom.on_demand", "store.lru.strict"
+)
+def test_spill_on_demand_cascades_like_any_spill(make_store, device_kind):
+    """An outside allocation that needs three values' room makes the store spill the three
+    least recently used; right after it the host limit (two values, then 0) holds, the oldest
+    going on to disk."""
+    capacity = 2 * LIMIT
+    for host_cap in (2, 0):
+        dev = recording_device(capacity) if device_kind == "sim" else None
+        h = make_store(host_limit=host_limit_for(host_cap), capacity=capacity, device=dev)
+        four_on_device(h)
+        outside = h.device.empty(capacity - N, "uint8")  # room for one value of the store's four
+        if dev is not None and not dev.calls:
+            not_exercised("the outside allocation never called an OOM handler")
+        snap = h.snapshot()
+        assert snap.host_bytes <= h.env.host_limit, (
+            f"right after the spill on demand host_bytes {snap.host_bytes:,} > host limit "
+            f"{h.env.host_limit:,}: {dict(snap.tiers)}"
+        )
+        h.check("abcd", held=capacity - N)
+        del outside
+        expect_cascade(h, "a spill on demand of three values", host_cap, ["b", "d", "c"])
+        h.close()

@@ -17,29 +17,7 @@ import pytest
 
 from conformance import conformance_id, not_exercised, requires
 from conformance.store.harness import LIMIT, files_under, seed_digest, value_digest
-
-
-def disk_store(impl, make_store, **kw):
-    """A store whose spilled values end up on disk."""
-    if "store.limit.host" in impl.capabilities:
-        return make_store(host_limit=LIMIT // 4, **kw)
-    return make_store(**kw)
-
-
-def cleanup_store(impl, make_store):
-    """A disk store for the file-cleanup tests: whether disk_bytes equals the bytes in
-    spill_dir is judged on its own ID (STORE-DISK-007), not here."""
-    return disk_store(impl, make_store, disk_accounting=False)
-
-
-def fill(h, count=8, n=LIMIT // 3):
-    keys = set()
-    for i in range(count):
-        h.store[f"k{i}"] = h.value(n, seed=i)
-        keys.add(f"k{i}")
-    snap = h.check(keys)
-    assert "disk" in snap.tiers.values(), f"nothing reached disk: {dict(snap.tiers)}"
-    return keys
+from conformance.store.tiers import cleanup_store, fill
 
 
 @conformance_id("STORE-DISK-001", clause="9.1")
@@ -106,28 +84,6 @@ def test_spill_files_are_private(impl, make_store):
     assert not bad and not bad_dirs, (
         f"spill files must be 0600 and their directory 0700: {bad} {bad_dirs}"
     )
-
-
-@conformance_id("STORE-DISK-007", clause="3.5")
-@requires("store", "store.spill.disk")
-def test_disk_bytes_equal_file_sizes(impl, make_store):
-    """disk_bytes == the sizes of the files under spill_dir, after every kind of call."""
-    h = disk_store(impl, make_store)  # disk accounting on: h.check() compares after each step
-    keys = fill(h)
-    for i in range(8):
-        h.store[f"k{i}"]
-        h.check(keys)
-    for i in range(0, 8, 2):  # overwrite: the old file's bytes leave the tally
-        h.store[f"k{i}"] = h.value(LIMIT // 3, seed=100 + i)
-        h.check(keys)
-    for i in range(1, 8, 2):
-        del h.store[f"k{i}"]
-        keys.discard(f"k{i}")
-        h.check(keys)
-    for k in sorted(keys):
-        del h.store[k]
-    snap = h.check(set())
-    assert snap.disk_bytes == 0, f"disk_bytes={snap.disk_bytes:,} with no key left"
 
 
 @conformance_id("STORE-DISK-008", clause="9.4")
@@ -393,75 +349,6 @@ def test_full_disk_loses_nothing(impl, device_kind, tmp_path):
     )
     if not out["fsize_signals"]:
         not_exercised("no write reached the file-size limit: the store never wrote a spill file")
-
-
-@conformance_id("STORE-DISK-012", clause=("11.2", "11.3", "3.5"))
-@requires("store", "store.spill.disk", "store.limit.host")
-def test_two_stores_share_a_spill_directory(impl, make_store):
-    """Two stores on one device are given the same spill_dir and store the same keys with
-    different values, all on disk. Each reads back its own values; their disk_bytes add up to
-    the files in the directory; deleting every key of one, then closing it, leaves the other's
-    files, values and accounting intact and the directory in place."""
-    from conformance.api import StoreEnv
-
-    one = make_store(host_limit=0, disk_accounting=False)
-    shared = one.env.spill_dir
-    two = impl.adapter.create_store(StoreEnv(one.device, 0, 0, shared))  # nothing on the device
-    closed = False
-    try:
-        n = LIMIT // 3
-        keys = {f"k{i}" for i in range(6)}
-        for i in range(6):
-            one.store[f"k{i}"] = one.value(n, seed=i)
-            two[f"k{i}"] = one.value(n, seed=100 + i)
-
-        def totals():
-            # The second store may keep its last-read value on the device (a single value
-            # over its limit of 0, which clause 4.1 allows): the ledger holds both stores.
-            b = impl.adapter.inspect(two)
-            a = one.check(keys, held=b.device_bytes)
-            files = files_under(shared)
-            assert a.disk_bytes + b.disk_bytes == sum(files.values()), (
-                f"two stores in one directory: disk_bytes {a.disk_bytes:,} + {b.disk_bytes:,} "
-                f"!= {sum(files.values()):,} bytes in {len(files)} file(s)"
-            )
-            return a, b
-
-        a, b = totals()
-        assert "disk" in a.tiers.values() and set(b.tiers.values()) == {"disk"}, (a, b)
-        for i in range(6):
-            assert value_digest(one.device, one.store[f"k{i}"]) == seed_digest(i, n)
-            assert value_digest(one.device, two[f"k{i}"]) == seed_digest(100 + i, n), (
-                f"the second store read k{i} back wrong: the stores share files"
-            )
-        totals()
-        for k in sorted(keys):
-            del two[k]
-        a, b = totals()
-        assert (b.device_bytes, b.host_bytes, b.disk_bytes) == (0, 0, 0), b
-        assert a.disk_bytes == sum(files_under(shared).values()), (
-            f"after the other store deleted its keys: disk_bytes {a.disk_bytes:,}, files "
-            f"{sorted(files_under(shared))}"
-        )
-        for i in range(6):
-            two[f"k{i}"] = one.value(n, seed=200 + i)
-        totals()
-        impl.adapter.close_store(two)
-        closed = True
-        assert os.path.isdir(shared), "closing one store removed the shared directory"
-        a = one.check(keys)
-        assert a.disk_bytes == sum(files_under(shared).values()), (
-            f"closing the other store changed this one's files: disk_bytes {a.disk_bytes:,}, "
-            f"files {sorted(files_under(shared))}"
-        )
-        for i in range(6):
-            assert value_digest(one.device, one.store[f"k{i}"]) == seed_digest(i, n), (
-                f"k{i} of the first store is gone or wrong after the second store closed"
-            )
-        one.check(keys)
-    finally:
-        if not closed:
-            impl.adapter.close_store(two)
 
 
 @conformance_id("STORE-DISK-013", clause=("9.10", "10.1"))

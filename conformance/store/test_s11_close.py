@@ -6,9 +6,18 @@ from __future__ import annotations
 import gc
 import os
 
+import pytest
+
 from conformance import conformance_id, not_exercised, requires
-from conformance.store.harness import LIMIT
+from conformance.api import evict
+from conformance.store.harness import (
+    LIMIT,
+    files_under,
+    seed_digest,
+    value_digest,
+)
 from conformance.store.probes import recording_device, tree
+from conformance.store.tiers import N
 
 
 @conformance_id("STORE-CLOSE-001", clause=("11.3", "11.4", "11.5", "9.5"))
@@ -91,3 +100,194 @@ def test_a_dropped_store_leaves_no_acting_oom_handler(impl, tmp_path, device_kin
     assert not progress, f"a collected store's OOM handler claimed progress: {progress}"
     gc.collect()
     assert h.ledger() == 0, f"{h.ledger():,} device bytes in use after the failed allocation"
+
+
+@conformance_id("STORE-DISK-012", clause=("11.2", "11.3", "3.5"))
+@requires("store", "store.spill.disk", "store.limit.host")
+def test_two_stores_share_a_spill_directory(impl, make_store):
+    """Two stores on one device are given the same spill_dir and store the same keys with
+    different values, all on disk. Each reads back its own values; their disk_bytes add up to
+    the files in the directory; deleting every key of one, then closing it, leaves the other's
+    files, values and accounting intact and the directory in place."""
+    from conformance.api import StoreEnv
+
+    one = make_store(host_limit=0, disk_accounting=False)
+    shared = one.env.spill_dir
+    two = impl.adapter.create_store(StoreEnv(one.device, 0, 0, shared))  # nothing on the device
+    closed = False
+    try:
+        n = LIMIT // 3
+        keys = {f"k{i}" for i in range(6)}
+        for i in range(6):
+            one.store[f"k{i}"] = one.value(n, seed=i)
+            two[f"k{i}"] = one.value(n, seed=100 + i)
+
+        def totals():
+            # The second store may keep its last-read value on the device (a single value
+            # over its limit of 0, which clause 4.1 allows): the ledger holds both stores.
+            b = impl.adapter.inspect(two)
+            a = one.check(keys, held=b.device_bytes)
+            files = files_under(shared)
+            assert a.disk_bytes + b.disk_bytes == sum(files.values()), (
+                f"two stores in one directory: disk_bytes {a.disk_bytes:,} + {b.disk_bytes:,} "
+                f"!= {sum(files.values()):,} bytes in {len(files)} file(s)"
+            )
+            return a, b
+
+        a, b = totals()
+        assert "disk" in a.tiers.values() and set(b.tiers.values()) == {"disk"}, (a, b)
+        for i in range(6):
+            assert value_digest(one.device, one.store[f"k{i}"]) == seed_digest(i, n)
+            assert value_digest(one.device, two[f"k{i}"]) == seed_digest(100 + i, n), (
+                f"the second store read k{i} back wrong: the stores share files"
+            )
+        totals()
+        for k in sorted(keys):
+            del two[k]
+        a, b = totals()
+        assert (b.device_bytes, b.host_bytes, b.disk_bytes) == (0, 0, 0), b
+        assert a.disk_bytes == sum(files_under(shared).values()), (
+            f"after the other store deleted its keys: disk_bytes {a.disk_bytes:,}, files "
+            f"{sorted(files_under(shared))}"
+        )
+        for i in range(6):
+            two[f"k{i}"] = one.value(n, seed=200 + i)
+        totals()
+        impl.adapter.close_store(two)
+        closed = True
+        assert os.path.isdir(shared), "closing one store removed the shared directory"
+        a = one.check(keys)
+        assert a.disk_bytes == sum(files_under(shared).values()), (
+            f"closing the other store changed this one's files: disk_bytes {a.disk_bytes:,}, "
+            f"files {sorted(files_under(shared))}"
+        )
+        for i in range(6):
+            assert value_digest(one.device, one.store[f"k{i}"]) == seed_digest(i, n), (
+                f"k{i} of the first store is gone or wrong after the second store closed"
+            )
+        one.check(keys)
+    finally:
+        if not closed:
+            impl.adapter.close_store(two)
+
+
+@conformance_id("STORE-USE-004", clause="11.7")
+@requires("store", "store.evict.manual")
+def test_a_value_held_past_close_never_reads_wrong(impl, make_store):
+    """The caller holds values from every tier, then the store is closed: each must either
+    read back exactly or raise on use; none may read back other data."""
+    disk = {"store.limit.host", "store.spill.disk"} <= impl.capabilities
+    h = make_store(host_limit=N + 4096) if disk else make_store()
+    held = {}
+    for i in range(4):
+        h.store[f"k{i}"] = h.value(N, seed=20 + i)
+        held[f"k{i}"] = h.store[f"k{i}"]
+    evict(h.adapter, h.store, 3 * N)
+    tiers = dict(h.snapshot().tiers)
+    h.close(check=False)
+    wrong = []
+    for i, (k, v) in enumerate(held.items()):
+        try:
+            got = value_digest(h.device, v)
+        except Exception:  # a clear error on use is allowed
+            continue
+        if got != seed_digest(20 + i, N):
+            wrong.append(f"{k} (was on {tiers[k]})")
+    assert not wrong, f"after close, values held by the caller read back other data: {wrong}"
+    del held, v
+    gc.collect()
+
+
+@conformance_id("STORE-MAP-008", clause="11.1")
+@requires("store")
+def test_stores_are_isolated(make_store):
+    """Two stores (own spill_dir each) share no state: no class-level singletons."""
+    h1, h2 = make_store(), make_store()
+    for i in range(6):
+        h1.store[f"k{i}"] = h1.value(LIMIT // 2, seed=i)
+    h2.store["k0"] = h2.value(100, seed=99)
+    h1.check({f"k{i}" for i in range(6)})
+    h2.check({"k0"})
+    assert value_digest(h2.device, h2.store["k0"]) == seed_digest(99, 100)
+    assert value_digest(h1.device, h1.store["k0"]) == seed_digest(0, LIMIT // 2)
+    assert h2.snapshot().device_bytes == 100
+
+
+@conformance_id("STORE-MAP-011", clause=("11.8", "3.1", "3.4"))
+@requires("store", "store.alias.dedup", "store.evict.manual")
+def test_a_value_from_another_store(impl, make_store):
+    """Store B (same device) is given a value store A handed out: first while A is open and
+    the value on the device, then after A spilled it and was closed. Each time B must either
+    refuse it, changing neither store, or hold it so that it reads back exactly and every
+    allocation is counted once across both stores."""
+    from conformance.api import evict
+
+    a = make_store()
+    b = make_store(device=a.device)
+    n = LIMIT // 4
+    a.store["k"] = a.value(n, seed=1)
+    a.store["s"] = a.value(n, seed=2)
+    v = a.store["k"]
+    accepted = []
+    try:
+        b.store["x"] = v
+        accepted.append("x")
+    except Exception:  # refusing is allowed; changing something is not
+        pass
+    sb = b.check(set(accepted), held=a.snapshot().device_bytes)
+    a.check({"k", "s"}, held=sb.device_bytes)
+    if accepted:
+        assert value_digest(b.device, b.store["x"]) == seed_digest(1, n), "B's copy reads back wrong"
+    w = a.store["s"]
+    evict(a.adapter, a.store, 4 * LIMIT)
+    spilled_on = a.snapshot().tiers["s"]
+    a.close(check=False)
+    try:
+        b.store["y"] = w
+        accepted.append("y")
+    except Exception:
+        pass
+    del v, w
+    gc.collect()
+    b.check(set(accepted))
+    if "y" in accepted:
+        assert value_digest(b.device, b.store["y"]) == seed_digest(2, n), (
+            f"a value from a closed store (it was on {spilled_on}) reads back wrong from B"
+        )
+
+
+@conformance_id("STORE-OOM-004", clause="11.4")
+@requires("store", "store.oom.on_demand")
+def test_closed_store_leaves_no_oom_handler(make_store, device_kind):
+    """After close_store the store's OOM handler is gone from the device: an allocation that
+    does not fit raises the device's out-of-memory error without calling into the closed
+    store, and the ledger is unchanged by the failed attempt."""
+    if device_kind != "sim":
+        pytest.skip("needs a recording simulated device")
+    from reference_impl import DeviceOutOfMemoryError
+
+    capacity = 4 * LIMIT
+    dev = recording_device(capacity)
+    h = make_store(device=dev)
+    for i in range(3):
+        h.store[f"k{i}"] = h.value(LIMIT // 3, seed=i)
+    outside = dev.empty(capacity - LIMIT + 1, "uint8")  # the store must spill for this to fit
+    del outside
+    h.check({f"k{i}" for i in range(3)})
+    h.close()
+    registered = dev.registered()
+    dev.calls.clear()
+    held = dev.empty(capacity, "uint8")  # the whole device: fits, nothing is left in use
+    before = dev.bytes_in_use()
+    with pytest.raises(MemoryError) as info:
+        dev.empty(1, "uint8")
+    assert isinstance(info.value, DeviceOutOfMemoryError), (
+        f"expected the device's DeviceOutOfMemoryError, got {type(info.value).__name__}: "
+        f"{info.value}"
+    )
+    assert not dev.calls, f"the closed store's OOM handler was still called: {dev.calls}"
+    assert not registered, f"OOM handlers still registered after close_store: {registered}"
+    assert dev.bytes_in_use() == before, (
+        f"the failed allocation changed the ledger: {before:,} -> {dev.bytes_in_use():,}"
+    )
+    del held

@@ -11,55 +11,16 @@ import pytest
 
 from conformance import conformance_id, not_exercised, requires
 from conformance.store.harness import LIMIT, seed_digest, value_digest
+from conformance.store.threads import DEADLINE_S, N_THREADS, ops_per_thread, run_threads
 
-DEADLINE_S = 60.0
 ROUNDS = {"ci": 3, "nightly": 10, "stress": 50}
-N_THREADS = 4
-
-
-def _ops_per_thread(profile: str) -> int:
-    return {"ci": 500, "nightly": 2000, "stress": 10000}[profile]
-
-
-def _run_threads(targets, deadline=DEADLINE_S):
-    barrier = threading.Barrier(len(targets))
-    errors = []
-
-    def wrap(fn):
-        def run():
-            try:
-                barrier.wait(timeout=deadline)
-                fn()
-            except BaseException as exc:  # noqa: BLE001 - reported below
-                errors.append(exc)
-
-        return run
-
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)  # many more thread switches: races show up
-    try:
-        threads = [
-            threading.Thread(target=wrap(fn), daemon=True, name=f"hammer-{i}")
-            for i, fn in enumerate(targets)
-        ]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(deadline)
-        stuck = [t.name for t in threads if t.is_alive()]
-    finally:
-        sys.setswitchinterval(old)
-    if stuck:
-        pytest.fail(f"deadlock: threads {stuck} still running after {deadline}s", pytrace=False)
-    if errors:
-        raise errors[0]
 
 
 @conformance_id("STORE-THREAD-001", clause="12.1")
 @requires("store", "store.threadsafe")
 def test_hammer_distinct_keys(harness, conformance_profile):
     h, s = harness, harness.store
-    n_ops = _ops_per_thread(conformance_profile)
+    n_ops = ops_per_thread(conformance_profile)
     models: list[dict] = [{} for _ in range(N_THREADS)]
 
     def worker(t):
@@ -84,7 +45,7 @@ def test_hammer_distinct_keys(harness, conformance_profile):
 
         return run
 
-    _run_threads([worker(t) for t in range(N_THREADS)])
+    run_threads([worker(t) for t in range(N_THREADS)])
     keys = {k for m in models for k in m}
     h.check(keys)
     for m in models:
@@ -97,7 +58,7 @@ def test_hammer_distinct_keys(harness, conformance_profile):
 @requires("store", "store.threadsafe")
 def test_hammer_shared_keys(harness, conformance_profile):
     h, s = harness, harness.store
-    n_ops = _ops_per_thread(conformance_profile)
+    n_ops = ops_per_thread(conformance_profile)
     written: dict[str, set] = {f"s{i}": set() for i in range(4)}
     lock = threading.Lock()
 
@@ -135,7 +96,7 @@ def test_hammer_shared_keys(harness, conformance_profile):
         return run
 
     for rnd in range(ROUNDS[conformance_profile]):  # races are probabilistic: several rounds
-        _run_threads([worker(t, rnd) for t in range(N_THREADS)])
+        run_threads([worker(t, rnd) for t in range(N_THREADS)])
         h.check(set(s.keys()))
     keys = set(s.keys())
     h.check(keys)
@@ -372,122 +333,3 @@ def test_finalizers_on_other_threads_do_not_deadlock(harness, conformance_profil
     for k in sorted(keys):
         s[k]
     h.check(keys)
-
-
-def _externals_workload(h, n_ops: int, seed: int):
-    """Per-thread bodies mixing set, get and delete of the thread's own keys with
-    register_external, each thread handing its externals to the next, which drops them
-    (some in reference cycles broken by gc.collect() on that thread). Returns the bodies,
-    the per-thread models of what each stored, and the hand-off queues."""
-    import gc
-    import queue
-
-    s = h.store
-    handoff: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in range(N_THREADS)]
-    models: list[dict] = [{} for _ in range(N_THREADS)]
-    counts = {"registered": 0, "dropped": 0}
-
-    def worker(t):
-        rng = random.Random(seed * 1000 + 600 + t)
-        model = models[t]
-
-        def run():
-            for op in range(n_ops):
-                k = f"t{t}-{rng.randrange(4)}"
-                r = rng.random()
-                if r < 0.3:
-                    n = rng.choice([256, 4096, LIMIT // 4])
-                    s[k] = h.value(n, seed=t * 100_000 + op)
-                    model[k] = (t * 100_000 + op, n)
-                elif r < 0.5 and k in model:
-                    assert value_digest(h.device, s[k]) == seed_digest(*model[k]), f"{k} changed"
-                elif r < 0.6 and k in model:
-                    del s[k]
-                    del model[k]
-                elif r < 0.8:
-                    p = h.adapter.register_external(s, h.value(rng.choice([512, LIMIT // 8]), op))
-                    handoff[(t + 1) % N_THREADS].put(p)
-                    del p
-                    counts["registered"] += 1
-                else:
-                    try:
-                        p = handoff[t].get_nowait()
-                    except queue.Empty:
-                        continue
-                    if rng.random() < 0.3:
-                        cell: list = [p]
-                        cell.append(cell)
-                        del cell
-                    del p
-                    counts["dropped"] += 1
-                    if rng.random() < 0.1:
-                        gc.collect()
-
-        return run
-
-    return [worker(t) for t in range(N_THREADS)], models, handoff, counts
-
-
-def _check_externals_settle(h, models, handoff, counts, what: str) -> None:
-    """Once the threads stop: no drift between the ledger and inspect; every value reads
-    back; with every external dropped and every key deleted, nothing is left."""
-    import gc
-
-    s = h.store
-    keys = {k for m in models for k in m}
-    gc.collect()
-    h.check(keys)  # externals still held in the queues: ledger == inspect, limits hold
-    for q in handoff:
-        while not q.empty():
-            q.get_nowait()
-    gc.collect()
-    h.check(keys)
-    for m in models:
-        for k, (seed, n) in m.items():
-            assert value_digest(h.device, s[k]) == seed_digest(seed, n), f"{k} changed ({what})"
-    for k in keys:
-        del s[k]
-    gc.collect()
-    snap = h.check(set())
-    assert (snap.device_bytes, snap.host_bytes, snap.disk_bytes) == (0, 0, 0), (
-        f"{what}: every external dropped and every key deleted, yet the store still counts "
-        f"{snap} ({counts})"
-    )
-    assert h.ledger() == 0, f"{what}: {h.ledger():,} device bytes still in use ({counts})"
-
-
-SCHEDULED_SEEDS = {"ci": 3, "nightly": 10, "stress": 50}
-SCHEDULED_OPS = 40  # per thread: under the scheduler every line is a switch point
-
-
-@conformance_id("STORE-THREAD-006", clause=("7.5", "12.1", "12.4"))
-@requires("store", "store.external", "store.threadsafe")
-def test_hammer_with_externals_on_every_thread(make_store, conformance_profile):
-    """Every thread mixes set, get and delete of its own keys with register_external and
-    drops the externals another thread registered. First under the seeded scheduler
-    (:mod:`conformance.store.scheduler`: any Python line may hand the turn to another thread, so a
-    race window a few lines wide is entered by a seed, not by the machine's load), then
-    freely with a short switch interval (real parallel timing). After each run: no drift,
-    every value reads back, and nothing is left once everything is dropped."""
-    from conformance.store.scheduler import run_scheduled
-
-    for seed in range(SCHEDULED_SEEDS[conformance_profile]):
-        h = make_store()
-        targets, models, handoff, counts = _externals_workload(h, SCHEDULED_OPS, seed)
-        run = run_scheduled(targets, seed, deadline=DEADLINE_S)
-        what = f"scheduled seed {seed} ({run.switches} switches)"
-        if run.stuck:
-            h.closed = True  # the stuck threads may hold the store's lock: leak it
-            pytest.fail(f"{what}: deadlock, {run.stuck} still running", pytrace=False)
-        if run.errors:
-            raise AssertionError(f"{what}: a thread raised {run.errors[0]!r}") from run.errors[0]
-        if not run.switches:
-            not_exercised(f"{what}: the scheduler never switched threads")
-        _check_externals_settle(h, models, handoff, counts, what)
-
-    h = make_store()
-    targets, models, handoff, counts = _externals_workload(
-        h, _ops_per_thread(conformance_profile) // 2, seed=0
-    )
-    _run_threads(targets)
-    _check_externals_settle(h, models, handoff, counts, "free-running threads")

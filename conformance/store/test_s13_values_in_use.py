@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+import gc
+import pickle
+
+import numpy as np
+
 from conformance import conformance_id, not_exercised, requires
-from conformance.store.harness import LIMIT, digest, host_bytes, to_host
+from conformance.api import evict
+from conformance.store.harness import LIMIT, digest, host_bytes, seed_digest, to_host, value_digest
+from conformance.store.probes import state_of
+from conformance.store.tiers import N as SPILLED_N
+from conformance.store.tiers import spilled_value
 
 N = LIMIT // 3
 
@@ -126,3 +135,87 @@ def test_in_place_writes_to_an_oversize_value_on_disk(make_store):
         f"{big_n:,} bytes differ)"
     )
     h.check({"big"}, oversize={"big": big_n})
+
+
+@conformance_id("STORE-PICKLE-001", clause="13.2")
+@requires("store", "store.pickle")
+def test_values_pickle_round_trip(harness):
+    h, s = harness, harness.store
+    s["a"] = h.value(1000, seed=1)
+    v = s["a"]
+    w = pickle.loads(pickle.dumps(v))
+    assert h.device.is_device_array(w) or isinstance(w, type(v)), f"unpickled to {type(w).__name__}"
+    assert value_digest(h.device, w) == seed_digest(1, 1000)
+    del v, w
+    h.check({"a"})
+
+
+@conformance_id("STORE-PICKLE-002", clause="13.2")
+@requires("store", "store.pickle")
+def test_spilled_and_nested_values_pickle(harness):
+    h, s = harness, harness.store
+    s["n"] = [h.value(500, seed=2), {"x": h.value(LIMIT // 3, seed=3)}]
+    for i in range(4):
+        s[f"f{i}"] = h.value(LIMIT // 3, seed=10 + i)
+    v = s["n"]
+    w = pickle.loads(pickle.dumps(v))
+    assert value_digest(h.device, w[0]) == seed_digest(2, 500)
+    assert value_digest(h.device, w[1]["x"]) == seed_digest(3, LIMIT // 3)
+    del v, w
+    h.check({"n"} | {f"f{i}" for i in range(4)})
+
+
+@conformance_id("STORE-USE-002", clause=("13.3", "13.1"))
+@requires("store", "store.proxy", "store.evict.manual")
+def test_numpy_entry_points_on_a_spilled_value(impl, harness, device_kind):
+    """``np.asarray(v, dtype=...)``, ``np.array(v, copy=True)``, ``len(v)`` and ``v.nbytes`` of a
+    spilled value give what they give on the value itself, and a ufunc writing into the value
+    (``np.add(v, 1, out=v)``) is in it after the next spill and unspill."""
+    if device_kind != "sim":
+        not_exercised("host NumPy entry points need a host-readable device (sim)")
+    h = harness
+    want = host_bytes(1, SPILLED_N).copy()
+    v, tier = spilled_value(impl, h)
+    as_int = np.asarray(v, dtype=np.int16)
+    assert as_int.dtype == np.int16 and np.array_equal(as_int, want.astype(np.int16)), (
+        f"np.asarray(v, dtype=int16) of a value on {tier} differs from the value's"
+    )
+    copied = np.array(v, copy=True)
+    assert np.array_equal(copied, want), f"np.array(v, copy=True) of a value on {tier} differs"
+    copied[:16] = 0  # a copy: the stored value must not see it
+    assert len(v) == SPILLED_N and v.nbytes == SPILLED_N, f"len {len(v)}, nbytes {v.nbytes} of a {SPILLED_N:,}-byte value"
+    evict(h.adapter, h.store, 4 * LIMIT)
+    np.add(v, 1, out=v)
+    want += 1
+    del v, as_int, copied
+    gc.collect()
+    evict(h.adapter, h.store, 4 * LIMIT)
+    got = to_host(h.device, h.store["a"])
+    assert digest(got) == digest(want), (
+        f"after np.add(v, 1, out=v) and a spill, {int((got != want).sum())} of {SPILLED_N:,} bytes differ "
+        f"(a write through out= must reach the stored value; a copy must not)"
+    )
+    h.check({"a"})
+
+
+@conformance_id("STORE-USE-003", clause="13.4")
+@requires("store", "store.pickle", "store.evict.manual")
+def test_spilled_values_cross_dasks_wire_protocol(impl, harness):
+    """A worker sends a value with ``distributed.protocol.serialize``; a spilled value must
+    arrive equal and as a device value, and sending it must not bring it back to the device."""
+    from distributed.protocol import deserialize, serialize
+
+    h = harness
+    v, tier = spilled_value(impl, h, seed=3)
+    before = state_of(h)
+    header, frames = serialize(v, serializers=("dask", "pickle"), on_error="raise")
+    after = state_of(h)
+    w = deserialize(header, frames)
+    assert h.device.is_device_array(w) or isinstance(w, v.__class__), (
+        f"a value sent from {tier} arrived as {type(w).__name__}, not a {v.__class__.__name__}"
+    )
+    assert value_digest(h.device, w) == seed_digest(3, SPILLED_N), f"a value sent from {tier} arrived changed"
+    changed = before.diff(after)
+    assert not changed, f"serializing a value on {tier} changed the store: {changed}"
+    del v, w
+    h.check({"a"})
