@@ -6,13 +6,15 @@ The store's cells are produced by the rules of ``conformance/store/world.py`` (d
 machine of ``conformance/store/machines.py``), the shuffle's by the fault tests of
 ``conformance/shuffle/test_s14_faults.py`` and the shuffle machine. ``render()`` writes the
 matrix SPEC.md holds between its ``matrix`` markers; ``tests/meta/test_conditions.py``
-checks the two agree. ``fire()`` counts a cell as its fault happens (:data:`FIRED`), and the
+checks the two agree. ``fire()`` counts a cell as its fault happens (in each open :func:`recording`), and the
 report prints the counts, so that a cell that never fires is seen, not trusted.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 WHEN = ("before", "during", "after")
 
@@ -165,7 +167,19 @@ def shuffle_untested_reason(phase: str, condition: str, when: str) -> str:
 
 
 # ----------------------------------------------------------------------- counting
-FIRED: Counter[str] = Counter()  # "op|condition|when" -> times it fired in this process
+_TALLIES: list[Counter[str]] = []  # the tallies of the recordings open now
+
+
+@contextmanager
+def recording() -> Iterator[Counter[str]]:
+    """A test's own tally of the cells fired while the block runs (``"op|condition|when"`` ->
+    times): nothing to clear by hand, nothing carried from one test into the next."""
+    tally: Counter[str] = Counter()
+    _TALLIES.append(tally)
+    try:
+        yield tally
+    finally:
+        _TALLIES[:] = [t for t in _TALLIES if t is not tally]  # by identity: tallies compare equal
 
 
 def fire(op: str, condition: str, when: str, n: int = 1) -> None:
@@ -173,7 +187,8 @@ def fire(op: str, condition: str, when: str, n: int = 1) -> None:
     bug of the suite's (a rule firing where SPEC.md says nothing is produced)."""
     if (op, condition, when) not in PRODUCED and (op, condition, when) not in SHUFFLE_PRODUCED:
         raise KeyError(f"cell {(op, condition, when)} is not produced by any rule in SPEC.md")
-    FIRED[f"{op}|{condition}|{when}"] += n
+    for tally in _TALLIES:
+        tally[f"{op}|{condition}|{when}"] += n
 
 
 def fire_all(ops, condition: str, whens) -> None:

@@ -32,9 +32,9 @@ def _needs_phases(impl, what: str = "a kill") -> None:
 @pytest.fixture(autouse=True)
 def _cells(request):
     """SPEC.md section 15's cells this test's faults fired, for the report."""
-    conditions.FIRED.clear()
-    yield
-    request.node.user_properties.append(("cells_fired", dict(conditions.FIRED)))
+    with conditions.recording() as cells:
+        yield
+    request.node.user_properties.append(("cells_fired", dict(cells)))
 
 
 def _kill_during(phase, impl, make_shuffle_cluster, record_detail, *, after=False) -> None:

@@ -27,7 +27,6 @@ DEVICE_LIMIT = HOST_LIMIT = 256 * 2**10  # tight: a few hundred KiB of shards re
 def test_shuffle_state_machine(
     impl, make_shuffle_cluster, hyp_settings, conformance_profile, record_detail, record_property
 ):
-    conditions.FIRED.clear()
     cluster = make_shuffle_cluster(device_limit=DEVICE_LIMIT, host_limit=HOST_LIMIT)
     nulls = "shuffle.nulls" in impl.capabilities
     cluster.run(mixed_case(0, 2, 20, 2, nulls=nulls))  # what is installed once per cluster
@@ -35,12 +34,13 @@ def test_shuffle_state_machine(
     assert left is None, "left behind by a first shuffle: " + "; ".join(left)
     cluster.mark_baseline()
     examples, steps = BUDGET.get(conformance_profile, BUDGET["ci"])
-    world = run_shuffle_machine(
-        cluster,
-        impl.capabilities,
-        settings(hyp_settings(shuffle=True), max_examples=examples, stateful_step_count=steps),
-    )
+    with conditions.recording() as cells:
+        world = run_shuffle_machine(
+            cluster,
+            impl.capabilities,
+            settings(hyp_settings(shuffle=True), max_examples=examples, stateful_step_count=steps),
+        )
     record_detail(world.summary())
-    record_property("cells_fired", dict(conditions.FIRED))
+    record_property("cells_fired", dict(cells))
     left = cluster.settled()
     assert left is None, "14.11: left behind after the machine: " + "; ".join(left)

@@ -28,6 +28,7 @@ import os
 import pickle
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -93,6 +94,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
     limit = LIMIT
     any_keys = False
     world = False  # the environment moves too (conformance.store.world)
+    faults: Counter[str] = Counter()  # fault -> times it fired (configure gives each run its own)
 
     keys = KEYS
 
@@ -107,8 +109,10 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
         limit: int = LIMIT,
         any_keys: bool = False,
         world: bool = False,
+        faults: Counter[str] | None = None,
     ) -> type[StoreMachine]:
-        """A subclass running against ``adapter``; ``any_keys`` draws non-str keys too."""
+        """A subclass running against ``adapter``; ``any_keys`` draws non-str keys too;
+        ``faults`` tallies the environment's faults as they fire (a fresh one by default)."""
         name = f"StoreMachine_{adapter.name.replace('-', '_').replace(':', '_')}"
         attrs = dict(
             adapter=adapter,
@@ -118,6 +122,7 @@ class StoreMachine(WorldRules, RuleBasedStateMachine):
             limit=limit,
             any_keys=any_keys,
             world=world,
+            faults=Counter() if faults is None else faults,
         )
         return type(name, (cls,), attrs)
 

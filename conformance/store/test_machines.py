@@ -4,6 +4,8 @@ checked after every step."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import hypothesis
 import pytest
 from hypothesis import Phase
@@ -14,7 +16,6 @@ from conformance.store.blame import failed_clauses
 from conformance.store.harness import LeakGuard
 from conformance.store.machines import StoreMachine
 from conformance.store.strategies import ArraySpec, HostSpec
-from conformance.store.world import FIRED
 
 _NO_SHRINK = (Phase.explicit, Phase.reuse, Phase.generate)
 
@@ -102,15 +103,15 @@ def test_store_state_machine_world_moves(
     a full disk; spill files changed, truncated, removed or replaced and the spill directory
     removed; another thread reading; externals dying on other threads; values whose
     serialization raises, allocates or collects garbage, and whose size lies."""
-    FIRED.clear()
-    conditions.FIRED.clear()
+    faults: Counter[str] = Counter()
     settings = hyp_settings(heavy=True)
     if settings.derandomize:  # the ci profile: report the first failing program unshrunk
         # (shrinking a moving world took 5 minutes for one broken store; the program
         # printed is as replayable, only longer)
         settings = hypothesis.settings(settings, phases=_NO_SHRINK)
-    _run(impl, device_kind, tmp_path, settings, world=True)
-    record_property("faults_fired", dict(FIRED))
-    record_property("cells_fired", dict(conditions.FIRED))
-    if not FIRED:
+    with conditions.recording() as cells:
+        _run(impl, device_kind, tmp_path, settings, world=True, faults=faults)
+    record_property("faults_fired", dict(faults))
+    record_property("cells_fired", dict(cells))
+    if not faults:
         not_exercised("no environment fault fired in any example")

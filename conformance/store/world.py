@@ -12,8 +12,9 @@ every store), the directory it gave the store (its files), the process's file-si
 limit (a full disk), the values it builds (members that act when serialized), and its
 own threads. Never through an implementation's internals, so that the same rules run
 against every adapter. Ground truth is the device ledger, the files and the objects the
-caller holds. Every fault counts when it fires (:data:`FIRED`), so a run in which none
-fired is reported as not exercised, never as a pass.
+caller holds. Every fault counts when it fires, in the ``faults`` tally the test gives the
+machine (``StoreMachine.configure(..., faults=...)``), so a run in which none fired is
+reported as not exercised, never as a pass.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import resource
 import shutil
 import signal
 import threading
-from collections import Counter
 from collections.abc import Hashable
 from typing import Any
 
@@ -37,7 +37,9 @@ from ..api import evict as adapter_evict
 from . import strategies as S
 from .harness import files_under
 
-FIRED: Counter[str] = Counter()  # fault -> times it fired, over the whole run
+# The rule armed now, if any, and its machine: the one module-level state. A value's Trap is
+# pickled by the store and rebuilt from a spill file, so it has no other way to find the
+# machine; a rule arms it and disarms it before it returns.
 _ARMED: dict[str, Any] = {"action": None, "world": None, "n": 0, "op": None}
 _SIDES = st.integers(0, 1)
 KEYS = Bundle("keys")  # the machine's bundle of keys
@@ -76,8 +78,8 @@ class Trap:
         return _rebuild_trap, (self.tag,)
 
     def __sizeof__(self) -> int:
-        if _ARMED["action"] == "lie":
-            FIRED["sizeof lies"] += 1
+        if _ARMED["action"] == "lie" and _ARMED["world"] is not None:
+            _ARMED["world"].faults["sizeof lies"] += 1
             operation = OP_OPERATION.get(_ARMED.get("op"))
             if operation is not None:
                 conditions.fire(operation, "V2", "during")
@@ -94,7 +96,7 @@ def _fire(where: str) -> None:
     action, world = _ARMED["action"], _ARMED["world"]
     if action is None or action == "lie" or world is None:
         return
-    FIRED[f"{action} during {where}"] += 1
+    world.faults[f"{action} during {where}"] += 1
     operation = OP_OPERATION.get(_ARMED.get("op"))
     if operation is not None and action in ACTION_CONDITION:
         conditions.fire(operation, ACTION_CONDITION[action], "during")
@@ -142,7 +144,7 @@ class WorldRules:
         try:
             block = self.device.empty(n, "uint8")
         except MemoryError:
-            FIRED["outside allocation refused (device full)"] += 1
+            self.faults["outside allocation refused (device full)"] += 1
             return
         self._world_peak = max(self._world_peak, self._world_held + n)
         if keep:
@@ -207,7 +209,7 @@ class WorldRules:
         room = self.device.capacity - self.baseline - self._world_held - 3 * self.limit
         if not self.has("store.oom.on_demand"):
             room = min(room, self._free() - 3 * self.limit)
-        FIRED["outside allocation held"] += 1
+        self.faults["outside allocation held"] += 1
         conditions.fire("spill on demand", "D1", "during")
         conditions.fire("inspect", "D1", "after")
         self.env_alloc(frac * max(0, room), keep=True)
@@ -241,7 +243,7 @@ class WorldRules:
             return
         key = keys[pick % len(keys)]
         self.env_alloc(self._free() - 64, keep=True)
-        FIRED["device full during a read"] += 1
+        self.faults["device full during a read"] += 1
         conditions.fire_all(["get"], "D4", WHEN_ALL)
         if spill and self.has("store.evict.manual"):
             conditions.fire("evict", "D4", "after")
@@ -300,7 +302,7 @@ class WorldRules:
         s = self._side(side)
         n = self._free() + self.limit // 2 if action == "alloc" else self._free() - self.limit // 4
         _ARMED.update(action=action, world=self, n=n, op=op)
-        fired_before = sum(FIRED.values())
+        fired_before = sum(self.faults.values())
         errors: list[tuple[Hashable, BaseException]] = []
         try:
             if op == "evict" and self.has("store.evict.manual"):
@@ -335,7 +337,7 @@ class WorldRules:
                     assert why is None, f"store[{key!r}] came back wrong with traps armed: {why}"
         finally:
             _ARMED.update(action=None, world=None, n=0, op=None)
-        if sum(FIRED.values()) > fired_before:  # the read back below is after the fault
+        if sum(self.faults.values()) > fired_before:  # the read back below is after the fault
             conditions.fire("get", ACTION_CONDITION[action], "after")
         for where, exc in errors:
             allowed = TrapError if action == "raise" else MemoryError
@@ -365,7 +367,7 @@ class WorldRules:
         built.expected = S.Box(built.expected, Trap(self._tags))
         s.model.remember(key, self._held(built))
         _ARMED.update(action="raise", world=self, n=0, op=where)
-        fired_before = sum(FIRED.values())
+        fired_before = sum(self.faults.values())
         try:
             got = s.h.store.pop(key) if where == "pop" else s.h.store[key]
         except Exception as exc:
@@ -373,7 +375,7 @@ class WorldRules:
             got = None
         finally:
             _ARMED.update(action=None, world=None, n=0, op=None)
-        if sum(FIRED.values()) > fired_before:
+        if sum(self.faults.values()) > fired_before:
             conditions.fire("get", "V1", "after")
         if got is not None:
             self._check_value(s, key, got)
@@ -414,7 +416,7 @@ class WorldRules:
         if not on_disk or not files or s.proxies:
             return  # with externals on disk, a file may be theirs: never read back here
         path = files[pick % len(files)]
-        FIRED[f"spill file {how}"] += 1
+        self.faults[f"spill file {how}"] += 1
         condition = "F3" if how == "dir" else "F2"
         conditions.fire(via, condition, "before")
         conditions.fire("get", condition, "after")
@@ -506,7 +508,7 @@ class WorldRules:
             resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
             signal.signal(signal.SIGXFSZ, old)
         if hits or files_under(s.h.env.spill_dir) != before:
-            FIRED["disk full"] += 1
+            self.faults["disk full"] += 1
             conditions.fire("set" if op == "put" else "spill everything", "F1", "during")
             conditions.fire("get", "F1", "after")
         self._disk_fails()
@@ -555,7 +557,7 @@ class WorldRules:
                     return
 
         t = threading.Thread(target=reader, name="conformance-world-reader", daemon=True)
-        FIRED["reader thread"] += 1
+        self.faults["reader thread"] += 1
         conditions.fire_all(["spill everything", "get"], "T1", ["during"])
         conditions.fire("get", "T1", "after")
         t.start()
@@ -600,7 +602,7 @@ class WorldRules:
             gc.collect()
 
         t = threading.Thread(target=die, name="conformance-world-finalizer", daemon=True)
-        FIRED["external dies on a thread"] += 1
+        self.faults["external dies on a thread"] += 1
         conditions.fire("register_external", "T2", "after")
         conditions.fire("inspect", "T2", "after")
         if spill and self.has("store.evict.manual"):
