@@ -14,8 +14,8 @@ MAX_MODULE = 400
 MAX_FUNCTION = 60
 # path (under conformance/) -> lines; "path:function" -> lines
 OVER = {
-    "store/machines.py": 976,
-    "store/world.py": 632,
+    "store/machines.py": 981,
+    "store/world.py": 634,
     "shuffle/machine.py": 626,
     "shuffle/harness.py": 578,
     "adapters/dask_cuda.py": 525,
