@@ -1,6 +1,6 @@
 """Tests marked ``slow`` (under ``tests/`` and ``stress/tests/``) run only when selected with
 ``-m slow``: each starts worker processes, writes files of gigabytes or kills workers, minutes
-on 2 cores. The conformance suite decides its own slow IDs (``conformance/plugin.py``)."""
+on 2 cores. The conformance suite decides its own slow IDs (``conformance/runner/plugin.py``)."""
 
 from __future__ import annotations
 

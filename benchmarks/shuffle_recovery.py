@@ -37,7 +37,7 @@ if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
 from benchmarks.shuffle import RUNNERS, arrow_nbytes, fresh_cluster, mib, parse_size  # noqa: E402
-from conformance.shuffle_harness import worker_addresses  # noqa: E402
+from conformance.shuffle.harness import worker_addresses  # noqa: E402
 
 METHODS = ("ours", "p2p", "tasks")
 

@@ -5,7 +5,7 @@ Run from the repository root:
     .venv/bin/python benchmarks/store.py [--n 2000] [--size 1024] [--repeat 5] [--disk-mib 256]
 
 Every store is the one the conformance suite judges, built by its adapter from
-``conformance.loader`` (``reference``, ``zict``, ``dask-cuda``) with the same keys, array sizes
+``conformance.runner.loader`` (``reference``, ``zict``, ``dask-cuda``) with the same keys, array sizes
 and limits. Three cases:
 - ``all fit``: no limit is reached;
 - ``25% fit, host``: the device limit holds a quarter of the values; evicted values
@@ -55,7 +55,7 @@ CASES = {  # name: (fraction of the values the device limit holds, host limit or
 STORES = ("ProxifyHostFile", "zict.Buffer", "dask-cuda")
 
 
-# The stores' names in the output, and the names conformance.loader knows them by.
+# The stores' names in the output, and the names conformance.runner.loader knows them by.
 IMPLS = {"ProxifyHostFile": "reference", "zict.Buffer": "zict", "dask-cuda": "dask-cuda"}
 
 
@@ -113,7 +113,7 @@ def bench_case(
 
 def bench_store(name: str, n: int, size: int, repeat: int) -> dict[str, dict[str, float]]:
     """``{case: {op: ops/s}}`` for one store."""
-    from conformance.loader import resolve
+    from conformance.runner.loader import resolve
     from reference_impl import get_device
 
     peer = resolve(IMPLS[name])

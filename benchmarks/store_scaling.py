@@ -33,7 +33,7 @@ process's ratio differs from the next by up to 0.6 (where the process's memory l
 so the table shows the process with the median ratio and lists every process's ratio.
 
 The peers are the ones the conformance suite judges: each is built by its adapter, resolved by
-``conformance.loader`` (``zict``, ``dask-cuda``), and evicted through the adapter. zict, as the
+``conformance.runner.loader`` (``zict``, ``dask-cuda``), and evicted through the adapter. zict, as the
 suite judges it, has no host tier (a dict playing the device over ``zict.File``), so its spill
 and unspill rows go to and from files; dask-cuda's evict includes the adapter's ``gc.collect()``.
 
@@ -130,7 +130,7 @@ class Reference:
 
 
 class Peer(Reference):
-    """A peer as the conformance suite judges it: its adapter from ``conformance.loader``.
+    """A peer as the conformance suite judges it: its adapter from ``conformance.runner.loader``.
 
     The store is the adapter's ``create_store`` on the same sim device, and eviction and
     externals go through the adapter's ``evict`` and ``register_external``, so the store timed
@@ -138,11 +138,11 @@ class Peer(Reference):
     figures stay comparable from one commit to the next.)
     """
 
-    impl = ""  # the name conformance.loader knows the peer by
+    impl = ""  # the name conformance.runner.loader knows the peer by
 
     def __init__(self, base: str) -> None:
         super().__init__(base)
-        from conformance.loader import ImplError, resolve
+        from conformance.runner.loader import ImplError, resolve
 
         try:
             self.adapter = resolve(self.impl)

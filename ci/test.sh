@@ -2,7 +2,7 @@
 # Quickstart 2: the full test suite (library tests, meta tests, conformance on sim) plus ruff.
 set -euo pipefail
 source "$(dirname "$0")/bootstrap.sh"
-# One hypothesis profile for both runs (defined in conformance/profiles.py), named by
+# One hypothesis profile for both runs (defined in conformance/runner/profiles.py), named by
 # HYPOTHESIS_PROFILE or CONFORMANCE_PROFILE (the conformance plugin's variable); default ci.
 if [[ -n "${HYPOTHESIS_PROFILE:-}" && -n "${CONFORMANCE_PROFILE:-}" \
       && "$HYPOTHESIS_PROFILE" != "$CONFORMANCE_PROFILE" ]]; then

@@ -61,3 +61,9 @@ __all__ = [
     "not_exercised",
     "requires",
 ]
+
+# The modules that moved into runner/, store/ and shuffle/ still import under their old
+# names, with a DeprecationWarning naming the new place (conformance.moved).
+from .moved import install as _install_moved  # noqa: E402
+
+_install_moved(__name__)

@@ -8,7 +8,7 @@ no arguments and returns one. The suite owns the device and the ground truth
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, MutableMapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 PROTOCOL_VERSION = "1.0"
@@ -159,32 +159,6 @@ class Unavailable(RuntimeError):
 SHUFFLE_EXTRA_HINT = (
     "pandas and dask[dataframe] are needed: pip install 'proxify-conformance[shuffle]'"
 )
-
-
-@dataclass
-class StoreAdapterBase:
-    """Optional convenience base for adapters: sensible defaults for the optional parts."""
-
-    name: str = "unnamed"
-    version: str = "0"
-    capabilities: frozenset[str] = field(default_factory=frozenset)
-
-    def register_external(self, store: Any, obj: Any) -> Any:
-        raise NotImplementedError(f"{self.name} does not support externals")
-
-    def evict(self, store: Any, nbytes: int) -> int:
-        evict = getattr(store, "evict", None)
-        if evict is None:
-            raise NotImplementedError(f"{self.name} has no evict()")
-        return evict(nbytes)
-
-    def close_store(self, store: Any) -> None:
-        close = getattr(store, "close", None)
-        if close is not None:
-            close()
-
-    def shuffle(self, inputs, on, npartitions, env):  # pragma: no cover - stores only
-        raise NotImplementedError(f"{self.name} is not a shuffle")
 
 
 def evict(impl: Any, store: Any, nbytes: int) -> int:

@@ -2,17 +2,19 @@
 each cell, which cells are untested and why, and how often each cell fired in this run.
 
 A cell is (operation, condition, when): ``when`` is before, during or after the operation.
-The store's cells are produced by the rules of ``conformance/world.py`` (driven by the
-machine of ``conformance/machines.py``), the shuffle's by the fault tests of
-``conformance/test_shuffle_faults.py`` and the shuffle machine. ``render()`` writes the
+The store's cells are produced by the rules of ``conformance/store/world.py`` (driven by the
+machine of ``conformance/store/machines.py``), the shuffle's by the fault tests of
+``conformance/shuffle/test_s14_faults.py`` and the shuffle machine. ``render()`` writes the
 matrix SPEC.md holds between its ``matrix`` markers; ``tests/meta/test_conditions.py``
-checks the two agree. ``fire()`` counts a cell as its fault happens (:data:`FIRED`), and the
+checks the two agree. ``fire()`` counts a cell as its fault happens (in each open :func:`recording`), and the
 report prints the counts, so that a cell that never fires is seen, not trusted.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 WHEN = ("before", "during", "after")
 
@@ -165,7 +167,19 @@ def shuffle_untested_reason(phase: str, condition: str, when: str) -> str:
 
 
 # ----------------------------------------------------------------------- counting
-FIRED: Counter[str] = Counter()  # "op|condition|when" -> times it fired in this process
+_TALLIES: list[Counter[str]] = []  # the tallies of the recordings open now
+
+
+@contextmanager
+def recording() -> Iterator[Counter[str]]:
+    """A test's own tally of the cells fired while the block runs (``"op|condition|when"`` ->
+    times): nothing to clear by hand, nothing carried from one test into the next."""
+    tally: Counter[str] = Counter()
+    _TALLIES.append(tally)
+    try:
+        yield tally
+    finally:
+        _TALLIES[:] = [t for t in _TALLIES if t is not tally]  # by identity: tallies compare equal
 
 
 def fire(op: str, condition: str, when: str, n: int = 1) -> None:
@@ -173,7 +187,8 @@ def fire(op: str, condition: str, when: str, n: int = 1) -> None:
     bug of the suite's (a rule firing where SPEC.md says nothing is produced)."""
     if (op, condition, when) not in PRODUCED and (op, condition, when) not in SHUFFLE_PRODUCED:
         raise KeyError(f"cell {(op, condition, when)} is not produced by any rule in SPEC.md")
-    FIRED[f"{op}|{condition}|{when}"] += n
+    for tally in _TALLIES:
+        tally[f"{op}|{condition}|{when}"] += n
 
 
 def fire_all(ops, condition: str, whens) -> None:
@@ -210,7 +225,7 @@ def render() -> str:
     lines += [f"- **{k}** {v}" for k, v in CLUSTER_MEANING.items()]
     lines += ["", "Untested, by letter:", ""]
     lines += [f"- **{k}** {v}" for k, v in SHUFFLE_UNTESTED.items()]
-    lines += ["", "Produced by (store: rules of `conformance/world.py`; shuffle: conformance IDs):", ""]
+    lines += ["", "Produced by (store: rules of `conformance/store/world.py`; shuffle: conformance IDs):", ""]
     by_rule: dict[str, list[str]] = {}
     for (op, c, when), rule in PRODUCED.items():
         by_rule.setdefault(rule, []).append(f"{op} {c} {when}")

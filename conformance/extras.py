@@ -23,8 +23,8 @@ def pandas() -> ModuleType:
 
 
 def frames() -> ModuleType:
-    """:mod:`conformance.frames` (pandas frames of every dtype), or stop naming the extra."""
+    """:mod:`conformance.shuffle.frames` (pandas frames of every dtype), or stop naming the extra."""
     pandas()
-    from conformance import frames as module
+    from conformance.shuffle import frames as module
 
     return module

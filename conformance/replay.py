@@ -19,15 +19,15 @@ import re
 import tempfile
 from typing import Any
 
-from conformance.strategies import ArraySpec, Dup, HostSpec, Node  # noqa: F401 - for the program
+from conformance.store.strategies import ArraySpec, Dup, HostSpec, Node  # noqa: F401 - for the program
 
 __all__ = ["ArraySpec", "Dup", "HostSpec", "Node", "machine"]
 
 
 def machine(spec: str, device: str = "sim", *, any_keys: bool = False, world: bool = False) -> Any:
     """The machine class the failing test ran, for ``--impl=spec`` on ``device``."""
-    from conformance.loader import load_all
-    from conformance.machines import StoreMachine
+    from conformance.runner.loader import load_all
+    from conformance.store.machines import StoreMachine
 
     (impl,) = load_all([spec])
     root = tempfile.mkdtemp(prefix="conformance-replay-")

@@ -16,7 +16,7 @@ import os
 from typing import Any
 
 from conformance.api import ShuffleEnv
-from conformance.shuffle_harness import (
+from conformance.shuffle.harness import (
     CAPACITY_FACTOR,
     PhaseKiller,
     ShuffleCluster,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from conformance.tables import ROW_ID
+from conformance.shuffle.tables import ROW_ID
 
 KEY = "k0"
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)

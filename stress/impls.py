@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from conformance.loader import BUILTIN_IMPLS, ImplError, resolve
+from conformance.runner.loader import BUILTIN_IMPLS, ImplError, resolve
 
 from .settings import UsageError
 

@@ -13,14 +13,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from conformance.shuffle_harness import (
+from conformance.shuffle.harness import (
     RssSampler,
     call_with_timeout,
     device_peak,
     load_inputs,
     reset_device_peak,
 )
-from conformance.shuffle_harness import ShuffleHang as Hang  # noqa: F401 - stress's name for it
+from conformance.shuffle.harness import ShuffleHang as Hang  # noqa: F401 - stress's name for it
 
 from . import data
 

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from conformance.shuffle_harness import DASK_FILES
+from conformance.shuffle.harness import DASK_FILES
 
 from .record import RunRecord, Sample
 

@@ -1,6 +1,6 @@
 """Shared settings for the library's own tests.
 
-Hypothesis profiles are defined once, in ``conformance/profiles.py`` (``ci``, ``nightly``,
+Hypothesis profiles are defined once, in ``conformance/runner/profiles.py`` (``ci``, ``nightly``,
 ``stress``, registered as ``conformance-<name>``); the library's tests load the same one the
 conformance suite would. The profile is named by ``$HYPOTHESIS_PROFILE`` (what ``ci/test.sh``
 and ``tox.ini`` set) or ``$CONFORMANCE_PROFILE`` (the conformance plugin's variable); both set
@@ -14,7 +14,7 @@ import os
 import pytest
 from hypothesis import settings
 
-from conformance.profiles import DEFAULT_PROFILE, ENV_VAR, PROFILES, register_profiles
+from conformance.runner.profiles import DEFAULT_PROFILE, ENV_VAR, PROFILES, register_profiles
 
 ENV_VARS = ("HYPOTHESIS_PROFILE", ENV_VAR)
 

@@ -52,10 +52,10 @@ def test_conformance_plugin_is_named_only_without_its_entry_point(monkeypatch):
         def __init__(self, value):
             self.value = value
 
-    monkeypatch.setattr(pytest_run.md, "entry_points", lambda group: [EP("conformance.plugin")])
+    monkeypatch.setattr(pytest_run.md, "entry_points", lambda group: [EP("conformance.runner.plugin")])
     assert pytest_run.conformance_plugin_args() == []
     monkeypatch.setattr(pytest_run.md, "entry_points", lambda group: [EP("xdist.plugin")])
-    assert pytest_run.conformance_plugin_args() == ["-p", "conformance.plugin"]
+    assert pytest_run.conformance_plugin_args() == ["-p", "conformance.runner.plugin"]
 
 
 def test_results_are_written_after_each_step_and_a_cut_run_keeps_them(tmp_path):

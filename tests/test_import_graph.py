@@ -111,3 +111,71 @@ def test_the_walker_sees_the_package():
 def test_no_import_cycle():
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def _private_uses(path: Path) -> list[str]:
+    """``path``'s imports of private ``reference_impl`` names (a ``_module`` or a ``_name``)
+    and its ``Name._attr`` reads on names it imported from there."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    bound: set[str] = set()
+    found: list[str] = []
+    for node in _imports(tree):
+        if isinstance(node, ast.Import):
+            mods = [(a.name, a.asname or a.name.split(".")[0]) for a in node.names]
+            names: list[str] = []
+        else:
+            mods = [(node.module or "", None)] if node.level == 0 else []
+            names = [a.name for a in node.names]
+        for mod, as_name in mods:
+            if mod.split(".")[0] != PACKAGE:
+                continue
+            private = [p for p in mod.split(".") + names if p.startswith("_") and not p.startswith("__")]
+            found += [f"{path.name}:{node.lineno}: imports {mod}:{p}" for p in private]
+            bound.update([as_name] if as_name else [a.asname or a.name for a in node.names])
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in bound
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+        ):
+            found.append(f"{path.name}:{node.lineno}: uses {node.value.id}.{node.attr}")
+    return found
+
+
+def test_the_suite_uses_no_private_reference_name():
+    """The conformance suite judges any implementation: it may use the reference's public
+    device and table API, never its private names (they may change under it)."""
+    suite = ROOT.parent / "conformance"
+    files = sorted(suite.rglob("*.py"))
+    assert len(files) > 20
+    found = [use for path in files for use in _private_uses(path)]
+    assert not found, "\n".join(found)
+
+
+def test_the_private_name_check_can_fail(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "from reference_impl.device.cuda import _import_cupy\n"
+        "from reference_impl.table import Table\n"
+        "Table._from_frames\n"
+    )
+    assert len(_private_uses(bad)) == 2
+
+
+def test_the_suite_uses_no_pytest_internals():
+    """The runner uses pytest's public API only: ``_pytest`` changes without notice."""
+    suite = ROOT.parent / "conformance"
+    found = [
+        f"{path.relative_to(suite)}:{node.lineno}"
+        for path in sorted(suite.rglob("*.py"))
+        for node in _imports(ast.parse(path.read_text(encoding="utf-8")))
+        if any(
+            name.split(".")[0] == "_pytest"
+            for name in (
+                [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            )
+        )
+    ]
+    assert not found, found

@@ -71,7 +71,7 @@ def test_importing_after_distributed_leaves_only_a_lazy_hook():
 def test_a_peer_adapter_registers_nothing_of_the_references():
     out = _run("""
         import dask.sizeof, distributed.protocol.serialize  # as a judging process has them
-        from conformance import loader
+        from conformance.runner import loader
         impls = loader.load_all(["zict"])
         import reference_impl.device  # the suite's devices, as every peer run uses them
         reference_impl.device.get_device("sim", "1 MiB")
@@ -115,3 +115,18 @@ def test_a_receiving_process_registers_lazily_on_first_dispatch():
         print(proc.stdout.decode().strip().splitlines()[-1])
     """)
     assert out == ["Table", 3, 24], out
+
+
+def test_moved_modules_import_under_their_old_names_with_a_warning():
+    """Modules moved into conformance.runner/store/shuffle keep their old names, deprecated."""
+    import importlib
+    import sys
+
+    import pytest
+
+    import conformance.store.harness as new
+
+    sys.modules.pop("conformance.harness", None)
+    with pytest.warns(DeprecationWarning, match="conformance.harness moved to conformance.store.harness"):
+        old = importlib.import_module("conformance.harness")
+    assert old is new

@@ -11,10 +11,10 @@ from .common import REPO
 
 
 def conformance_plugin_args() -> list[str]:
-    """``-p conformance.plugin`` where the project is not installed (an air-gapped box runs it
+    """``-p conformance.runner.plugin`` where the project is not installed (an air-gapped box runs it
     from the checkout on PYTHONPATH: no entry point); nothing where the entry point exists."""
     eps = md.entry_points(group="pytest11")
-    return [] if any(ep.value == "conformance.plugin" for ep in eps) else ["-p", "conformance.plugin"]
+    return [] if any(ep.value == "conformance.runner.plugin" for ep in eps) else ["-p", "conformance.runner.plugin"]
 
 
 def pytest_summary(text: str) -> str:

@@ -18,10 +18,10 @@ from .steps import DRY, DRY_SKIP, STEPS, dry_env, run_step
 
 
 def commit() -> str:
-    """The checkout's commit (conformance.gitinfo); 'unknown' where the suite does not import
+    """The checkout's commit (conformance.runner.gitinfo); 'unknown' where the suite does not import
     (a box without its packages: the device step then says what is missing)."""
     try:
-        from conformance import gitinfo
+        from conformance.runner import gitinfo
     except Exception:  # noqa: BLE001
         return "unknown"
     return gitinfo.describe(REPO)

@@ -27,13 +27,13 @@ from plan import rank, session_path
 from select_tests import Baseline
 from targets import Group
 
-from conformance import gitinfo
+from conformance.runner import gitinfo
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def commit(rev: str = "HEAD") -> str:
-    """The full hash ``rev`` names (conformance.gitinfo, the project's one lookup)."""
+    """The full hash ``rev`` names (conformance.runner.gitinfo, the project's one lookup)."""
     sha = gitinfo.commit(rev, cwd=REPO)
     if sha is None:
         raise SystemExit(f"ci/mutation: {rev!r} names no commit of {REPO}")

@@ -102,12 +102,12 @@ def subprocess_tests(workdir: Path) -> list[str]:
     import ast
 
     out = []
-    for path in sorted((workdir / "conformance").glob("test_*.py")):
+    for path in sorted((workdir / "conformance").rglob("test_*.py")):
         tree = ast.parse(path.read_text())
         for node in tree.body:
             test = isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
             if test and "subprocess" in ast.unparse(node):
-                out.append(f"conformance/{path.name}::{node.name}")
+                out.append(f"{path.relative_to(workdir).as_posix()}::{node.name}")
     return out
 
 

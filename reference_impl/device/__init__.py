@@ -7,7 +7,7 @@ Importing it imports nothing above it and registers nothing with dask: that is
 from __future__ import annotations
 
 from . import defaults
-from .cuda import CudaDevice, cuda_available, default_cuda_device
+from .cuda import CudaDevice, cuda_available, default_cuda_device, require_cuda
 from .errors import DeviceOutOfMemoryError, DeviceUnavailableError
 from .protocol import Device
 from .sim import SimArray, SimDevice, default_sim_device, sim_device_for
@@ -28,6 +28,7 @@ __all__ = [
     "format_bytes",
     "get_device",
     "parse_bytes",
+    "require_cuda",
     "set_default_device",
     "sim_device_for",
 ]

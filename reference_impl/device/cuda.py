@@ -46,6 +46,12 @@ def _import_cupy():
     return cupy
 
 
+def require_cuda() -> None:
+    """Raise :class:`DeviceUnavailableError` saying why the cuda device cannot be made here
+    (CuPy missing, no GPU); return where it can."""
+    _import_cupy()
+
+
 class _RmmAccounting:
     """RMM's statistics and failure-callback adaptors over one GPU's resource.
 

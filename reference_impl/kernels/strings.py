@@ -25,10 +25,6 @@ class Strings:
     def __len__(self) -> int:
         return max(len(self.offsets) - 1, 0)
 
-    @property
-    def offset_dtype(self) -> Any:
-        return self.offsets.dtype
-
     def slice(self, start: int, stop: int) -> Strings:
         """Rows ``[start, stop)`` as a zero-copy view: ``offsets[start:stop+1]``
         and the whole ``chars`` (offsets are not rebased, as in an Arrow slice)."""

@@ -27,10 +27,6 @@ HEAD = 3  # input, chunk, rows
 PER_COLUMN = 3  # data bytes, offsets bytes, mask bytes (-1: no mask)
 
 
-def row_width(schema: pa.Schema) -> int:
-    return HEAD + PER_COLUMN * len(schema)
-
-
 def pack_grouped(
     table: Table, offsets: list[int], source: tuple[int, int]
 ) -> list[tuple[int, list[int], list[np.ndarray]]]:
@@ -188,11 +184,11 @@ class OutputBuilder:
                 bufs["offsets"][self.rows] = bufs["data"].shape[0]
             up = {k: self.device.asarray(v) for k, v in bufs.items()}
             bufs.clear()
-            cols[f.name] = Column._trusted(
+            cols[f.name] = Column.trusted(
                 self.device, f.type, up["data"], up.get("valid"), up.get("offsets"), f.nullable
             )
         metadata = dict(self.schema.metadata) if self.schema.metadata else None
-        return Table._trusted(self.device, cols, self.rows, metadata)
+        return Table.trusted(self.device, cols, self.rows, metadata)
 
 
 def empty_table(schema: pa.Schema, device: Any) -> Table:

@@ -83,7 +83,7 @@ def columns_from_arrow(
     host = [_host_column(_one_array(data.column(i))) for i in range(len(names))]
     columns: dict[str, Column] = {}  # first device allocation from here on
     for field, (values, valid, offsets) in zip(schema, host, strict=True):
-        columns[field.name] = Column._trusted(
+        columns[field.name] = Column.trusted(
             device,
             field.type,
             device.asarray(values),

@@ -52,7 +52,7 @@ class Column:
         self._set(device, type_, data, valid, offsets, nullable)
 
     @classmethod
-    def _trusted(
+    def trusted(
         cls,
         device: Any,
         type_: pa.DataType,
@@ -61,7 +61,11 @@ class Column:
         offsets: Any = None,
         nullable: bool = True,
     ) -> Column:
-        """A column from buffers this package built itself (no checks)."""
+        """The fast path: a column over buffers the caller built and checked itself.
+
+        Nothing is validated or copied (``Column(...)`` checks dtypes, lengths and the
+        device); for code that assembles columns from its own frames, such as the
+        shuffle's unpack. Wrong buffers here give wrong tables, not errors."""
         col = cls.__new__(cls)
         col._set(device, type_, data, valid, offsets, nullable)
         return col
@@ -129,7 +133,7 @@ class Column:
         """Rows ``start:stop`` (already normalised by the table) as views."""
         valid = None if self.valid is None else self.valid[start:stop]
         if self.offsets is not None:
-            return Column._trusted(
+            return Column.trusted(
                 self.device,
                 self.type,
                 self.data,
@@ -137,7 +141,7 @@ class Column:
                 self.offsets[start : stop + 1],
                 self.nullable,
             )
-        return Column._trusted(
+        return Column.trusted(
             self.device, self.type, self.data[start:stop], valid, None, self.nullable
         )
 

@@ -130,7 +130,7 @@ def decode_columns(
         data = upload(next(it)).view(storage_dtype(type_))
         offsets = upload(next(it)).view(offsets_dtype(type_)) if is_varlen(type_) else None
         valid = upload(next(it)).view(np.bool_) if has_valid else None
-        cols[name] = Column._trusted(device, type_, data, valid, offsets, nullable)
+        cols[name] = Column.trusted(device, type_, data, valid, offsets, nullable)
     metadata = {bytes(k): bytes(v) for k, v in header["metadata"]} or None
     return cols, int(header["num_rows"]), metadata
 

@@ -72,7 +72,7 @@ def columns_from_cudf(df: Any, device: Any) -> tuple[dict[str, Column], int]:
         if series.null_count:
             bits = cupy.asarray(series.nullmask).view(np.uint8)
             valid = cupy.unpackbits(bits, bitorder="little")[:n].astype(np.bool_)
-        cols[str(name)] = Column._trusted(device, type_, data, valid, None, True)
+        cols[str(name)] = Column.trusted(device, type_, data, valid, None, True)
     return cols, len(df)
 
 

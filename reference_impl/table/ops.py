@@ -24,9 +24,9 @@ def gather(col: Column, indices: Any) -> Column:
     """Rows ``indices`` (a checked, in-range device int array) as a new column."""
     valid = None if col.valid is None else col.valid[indices]
     if col.offsets is None:
-        return Column._trusted(col.device, col.type, col.data[indices], valid, None, col.nullable)
+        return Column.trusted(col.device, col.type, col.data[indices], valid, None, col.nullable)
     offsets, chars = _gather_strings(col.device, col.offsets, col.data, indices, col.type)
-    return Column._trusted(col.device, col.type, chars, valid, offsets, col.nullable)
+    return Column.trusted(col.device, col.type, chars, valid, offsets, col.nullable)
 
 
 def _gather_strings(device: Any, offsets: Any, chars: Any, indices: Any, type_: Any):
@@ -71,7 +71,7 @@ def concat(cols: Sequence[Column]) -> Column:
         )
     if first.offsets is None:
         data = xp.concatenate([c.data for c in cols])
-        return Column._trusted(device, first.type, data, valid, None, nullable)
+        return Column.trusted(device, first.type, data, valid, None, nullable)
     odtype = first.offsets.dtype
     ranges = [c.chars_range() for c in cols]
     total = sum(stop - start for start, stop in ranges)
@@ -85,7 +85,7 @@ def concat(cols: Sequence[Column]) -> Column:
     chars = xp.concatenate(
         [c.data[start:stop] for c, (start, stop) in zip(cols, ranges, strict=True)]
     )
-    return Column._trusted(device, first.type, chars, valid, offsets, nullable)
+    return Column.trusted(device, first.type, chars, valid, offsets, nullable)
 
 
 def equals(a: Column, b: Column) -> bool:

@@ -135,10 +135,10 @@ def _table_of(table: Table, result: Any, views: list[Any], rows: int) -> Table:
         data = views[where[f"data:{name}"]]
         valid = views[where[f"valid:{name}"]] if col.valid is not None else None
         if col.is_varlen:  # Strings(offsets[start:stop + 1], the whole chars buffer)
-            cols[name] = Column._trusted(device, col.type, data.chars, valid, data.offsets, col.nullable)
+            cols[name] = Column.trusted(device, col.type, data.chars, valid, data.offsets, col.nullable)
         else:
-            cols[name] = Column._trusted(device, col.type, data, valid, None, col.nullable)
-    return Table._trusted(device, cols, rows, table.metadata)
+            cols[name] = Column.trusted(device, col.type, data, valid, None, col.nullable)
+    return Table.trusted(device, cols, rows, table.metadata)
 
 
 def partition_by_destination(

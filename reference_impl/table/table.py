@@ -79,13 +79,17 @@ class Table:
         self._metadata = dict(metadata) if metadata else None
 
     @classmethod
-    def _trusted(
+    def trusted(
         cls,
         device: Any,
         columns: dict[str, Column],
         num_rows: int,
         metadata: dict[bytes, bytes] | None,
     ) -> Table:
+        """The fast path: a table over ``columns`` as given, ``num_rows`` rows each.
+
+        Nothing is validated (``Table(...)`` checks lengths, names and devices); for code
+        that built the columns itself with :meth:`Column.trusted`."""
         t = cls.__new__(cls)
         t._columns, t._device, t._num_rows, t._metadata = columns, device, num_rows, metadata
         return t
@@ -159,7 +163,7 @@ class Table:
         start, stop, _ = slice(start, stop).indices(self._num_rows)
         stop = max(start, stop)
         cols = {n: c.slice(start, stop) for n, c in self._columns.items()}
-        return Table._trusted(self._device, cols, stop - start, self._metadata)
+        return Table.trusted(self._device, cols, stop - start, self._metadata)
 
     def select(self, names: Sequence[str]) -> Table:
         """The named columns, in the order given (zero-copy)."""
@@ -171,7 +175,7 @@ class Table:
         if len(set(names)) != len(names):
             raise ValueError(f"column names repeat in {list(names)!r}")
         cols = {n: self._columns[n] for n in names}
-        return Table._trusted(self._device, cols, self._num_rows, self._metadata)
+        return Table.trusted(self._device, cols, self._num_rows, self._metadata)
 
     def take(self, indices: Any) -> Table:
         """Rows ``indices`` (a 1-D integer device array, each in ``[0, num_rows)``),
@@ -191,7 +195,7 @@ class Table:
                 )
         idx = indices.astype(np.int64, copy=False)
         cols = {n: ops.gather(c, idx) for n, c in self._columns.items()}
-        return Table._trusted(device, cols, len(indices), self._metadata)
+        return Table.trusted(device, cols, len(indices), self._metadata)
 
     # --- comparison and combination ------------------------------------------------
     def _shape(self) -> list[tuple[str, pa.DataType]]:
@@ -242,14 +246,14 @@ class Table:
             return first
         cols = {n: ops.concat([t._columns[n] for t in tables]) for n in first._columns}
         rows = sum(t._num_rows for t in tables)
-        return Table._trusted(first._device, cols, rows, first._metadata)
+        return Table.trusted(first._device, cols, rows, first._metadata)
 
     # --- interchange (arrow.py, interop_cudf.py and frames.py build the columns) -------------
     @classmethod
     def from_arrow(cls, data: pa.Table | pa.RecordBatch, device: Any) -> Table:
         """Copy an Arrow table or record batch onto ``device`` (exact round trip)."""
         cols, num_rows, metadata = columns_from_arrow(data, device)
-        return cls._trusted(device, cols, num_rows, metadata)
+        return cls.trusted(device, cols, num_rows, metadata)
 
     def to_arrow(self) -> pa.Table:
         """Copy to a host Arrow table (d2h)."""
@@ -270,7 +274,7 @@ class Table:
         from .interop_cudf import columns_from_cudf  # cuDF-only code, loaded when used
 
         cols, num_rows = columns_from_cudf(df, device)
-        return cls._trusted(device, cols, num_rows, None)
+        return cls.trusted(device, cols, num_rows, None)
 
     def to_cudf(self) -> Any:
         from .interop_cudf import to_cudf
@@ -283,7 +287,7 @@ class Table:
     ) -> Table:
         """Rebuild from :func:`frames.encode`'s ``(header, frames)`` on ``device``."""
         cols, num_rows, metadata = frames.decode_columns(header, frames_, device, upload)
-        return cls._trusted(device, cols, num_rows, metadata)
+        return cls.trusted(device, cols, num_rows, metadata)
 
     def __reduce__(self):
         """Host frames (d2h copies) that pickle 5 keeps out of band."""

@@ -10,7 +10,7 @@ import signal
 import sys
 from pathlib import Path
 
-from conformance.loader import resolve
+from conformance.runner.loader import resolve
 
 from .store_faults import LIMIT, N_VALUES, _harness, _read
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from dask.utils import format_bytes
 
-from conformance.shuffle_harness import RSS_OVERHEAD, RSS_PARTITIONS, rss_allowance, rss_bound
+from conformance.shuffle.harness import RSS_OVERHEAD, RSS_PARTITIONS, rss_allowance, rss_bound
 
 from .. import data, runs
 from ..cluster import open_cluster

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
-from conformance.shuffle_harness import DASK_FILES, PhaseAction
+from conformance.shuffle.harness import DASK_FILES, PhaseAction
 
 from .. import data, runs
 from ..record import Outcome

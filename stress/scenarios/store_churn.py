@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from conformance.api import evict
-from conformance.harness import InvariantError, StoreHarness, digest, host_bytes, value_digest
+from conformance.store.harness import InvariantError, StoreHarness, digest, host_bytes, value_digest
 
 from ..impls import Impl
 from ..progress import Progress

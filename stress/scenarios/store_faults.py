@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conformance.harness import StoreHarness, files_under, seed_digest, value_digest
+from conformance.store.harness import StoreHarness, files_under, seed_digest, value_digest
 
 from ..record import Outcome
 

@@ -10,7 +10,7 @@ from collections.abc import MutableMapping
 
 from broken_base import Wrapped, _Broken
 
-from conformance.harness import files_under
+from conformance.store.harness import files_under
 
 
 # ------------------------------------------------------------------ removal paths

@@ -139,7 +139,7 @@ class DiskBytesFromDirectory(_Broken):
 
     def inspect(self, store):
         from conformance.api import Snapshot
-        from conformance.harness import files_under
+        from conformance.store.harness import files_under
 
         snap = super().inspect(store)
         disk = sum(files_under(store.given_dir).values())

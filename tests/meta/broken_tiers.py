@@ -466,7 +466,7 @@ class _KeepsDiskCopyWrapped(Wrapped):
             return self.inner[key]
         import os
 
-        from conformance.harness import files_under
+        from conformance.store.harness import files_under
 
         saved = {}
         for path in files_under(self.inner.spill_dir):

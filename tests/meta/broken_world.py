@@ -1,4 +1,4 @@
-"""Broken stores that only a moving world shows (STORE-STATE-003, conformance/world.py).
+"""Broken stores that only a moving world shows (STORE-STATE-003, conformance/store/world.py).
 
 Each is the reference with one ordering bug on a path that runs only when the environment
 misbehaves: a deserialization that raises, a device that is full when a value comes back.

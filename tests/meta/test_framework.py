@@ -72,7 +72,7 @@ def test_report_says_what_was_run_and_links_clauses(tmp_path):
     head = md.split("| ID |")[0].removeprefix("# Conformance report\n\n")
     import zict
 
-    from conformance.gitinfo import commit as head_commit
+    from conformance.runner.gitinfo import commit as head_commit
 
     commit = head_commit(cwd=REPO)
     assert f"- implementations: zict {zict.__version__} (`zict`)" in head, head
@@ -308,7 +308,7 @@ def test_failed_body_skips_leak_checks(tmp_path, expected):
 
 
 def test_shipped_manifests_load_and_their_links_resolve():
-    from conformance.manifest import EXPECTED_DIR, load
+    from conformance.runner.manifests import EXPECTED_DIR, load
 
     paths = sorted(EXPECTED_DIR.glob("*.toml"))
     assert paths
@@ -325,13 +325,13 @@ def test_shipped_manifests_load_and_their_links_resolve():
     ],
 )
 def test_github_slug(heading, slug):
-    from conformance.manifest import github_slug
+    from conformance.runner.manifests import github_slug
 
     assert github_slug(heading) == slug
 
 
 def test_markdown_anchors_number_repeats_and_skip_code():
-    from conformance.manifest import markdown_anchors
+    from conformance.runner.manifests import markdown_anchors
 
     text = '# A\n## A\n```\n# not a heading\n```\n<a id="custom"></a>\n'
     assert markdown_anchors(text) == {"a", "a-1", "custom"}

@@ -1,10 +1,10 @@
-"""The suite's leak guard (``conformance.harness.LeakGuard``) sees one file left open."""
+"""The suite's leak guard (``conformance.store.harness.LeakGuard``) sees one file left open."""
 
 from __future__ import annotations
 
 import pytest
 
-from conformance.harness import InvariantError, LeakGuard
+from conformance.store.harness import InvariantError, LeakGuard
 
 
 def test_one_file_left_open_is_named(tmp_path):

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance import links
-from conformance.manifest import EXPECTED_DIR, ManifestError, load
+from conformance.runner import links
+from conformance.runner.manifests import EXPECTED_DIR, ManifestError, load
 from conftest import REPO
 
 

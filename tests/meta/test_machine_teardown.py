@@ -14,8 +14,8 @@ import gc
 import pytest
 from broken_data import ByteOrderLost
 
-from conformance import strategies as S
-from conformance.harness import files_under
+from conformance.store import strategies as S
+from conformance.store.harness import files_under
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ def byte_order_lost():
 
 def test_teardown_closes_the_stores_before_it_reports_a_wrong_value(byte_order_lost, tmp_path):
     """Clauses 2.1 and 11.3: the reported failure is the value, and nothing stays open."""
-    from conformance.machines import StoreMachine
+    from conformance.store.machines import StoreMachine
 
     cls = StoreMachine.configure(byte_order_lost, byte_order_lost.capabilities, "sim", tmp_path)
     m = cls()

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from conformance.manifest import (
+from conformance.runner.manifests import (
     ManifestError,
     failure_texts,
     load,

@@ -7,10 +7,10 @@ import importlib
 
 from readme_examples import shuffle_example
 
-from conformance import shuffle_oracle
-from conformance.loader import validate
-from conformance.shuffle_harness import ShuffleCluster
-from conformance.tables import mixed_case
+from conformance.runner.loader import validate
+from conformance.shuffle import oracle as shuffle_oracle
+from conformance.shuffle.harness import ShuffleCluster
+from conformance.shuffle.tables import mixed_case
 
 
 def test_the_readme_shuffle_adapter_passes_the_oracle(tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""The seeded scheduler (conformance.scheduler): it finds a race by seed, replays a seed
+"""The seeded scheduler (conformance.store.scheduler): it finds a race by seed, replays a seed
 exactly (also with every core busy), passes the turn on when a thread blocks on a lock, and
 reports deadlocks."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.scheduler import run_scheduled
+from conformance.store.scheduler import run_scheduled
 
 _HOG = Path(__file__).resolve().parents[2] / "ci" / "cpu_hog.py"
 HOG_RUNS_CI = 3  # replays under the hog in CI; the proof (-m slow) makes 20

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from conformance import shuffle_oracle as oracle
-from conformance.tables import ROW_ID
+from conformance.shuffle import oracle as oracle
+from conformance.shuffle.tables import ROW_ID
 
 INPUT = pa.table({"k": [1.0, -0.0, float("nan"), None], ROW_ID: [0, 1, 2, 3]})
 

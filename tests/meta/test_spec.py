@@ -89,8 +89,9 @@ def mapping_problems(text: str, cited: dict[str, tuple[str, ...]]) -> list[str]:
 def suite_citations() -> dict[str, tuple[str, ...]]:
     """``{ID: clauses}`` of every test in the suite's modules, read from their markers."""
     cited: dict[str, tuple[str, ...]] = {}
-    for path in sorted((REPO / "conformance").glob("test_*.py")):
-        mod = importlib.import_module(f"conformance.{path.stem}")
+    for path in sorted((REPO / "conformance").rglob("test_*.py")):
+        name = ".".join(path.relative_to(REPO).with_suffix("").parts)
+        mod = importlib.import_module(name)
         for obj in vars(mod).values():
             for mark in getattr(obj, "pytestmark", []):
                 if mark.name == "conformance_id":
@@ -156,3 +157,86 @@ def test_clause_in_the_wrong_section_is_caught():
 def test_clause_body_ends_at_the_next_heading():
     text = '## 1. One\n\n<a id="c1.1"></a>**1.1** Tested.\n\n## 2. Two\n\n*Untested:* not 1.1\n'
     assert _untested(parse_spec(text)[0]["1.1"]) is None
+
+
+# ----------------------------------------------------------------------- clause -> file
+# One test module per SPEC.md section: an ID lives in ``test_sNN_<topic>.py`` where NN is the
+# section of the first clause it cites (its home), so a clause number leads to its file. The
+# state machines cite the clauses of many sections and live in MACHINE_MODULES.
+MODULE_RE = re.compile(r"^test_s(\d\d)_\w+\.py$")
+MACHINE_MODULES = {"test_machines.py"}
+# Clauses that no test of their own section's file cites, and where their tests are instead.
+CITED_ELSEWHERE = {
+    "1.7": "the machines (every removal path) and STORE-ACCT-004 (section 3's removals)",
+    "3.8": "STORE-VALUE-003 (section 2: the values it accounts come back exactly)",
+    "6.5": "the machines (unspill under every sequence of operations)",
+    "9.2": "the machines and STORE-KEY-002 (section 1: keys that are paths)",
+    "13.5": "the machines (values in use while the store moves them)",
+}
+
+
+def suite_homes() -> dict[str, tuple[str, tuple[str, ...]]]:
+    """``{ID: (module file name, clauses)}`` of every test in the suite's modules."""
+    out: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for path in sorted((REPO / "conformance").rglob("test_*.py")):
+        mod = importlib.import_module(".".join(path.relative_to(REPO).with_suffix("").parts))
+        for obj in vars(mod).values():
+            for mark in getattr(obj, "pytestmark", []):
+                if mark.name == "conformance_id":
+                    out[mark.args[0]] = (path.name, tuple(mark.kwargs.get("clause", ())))
+    return out
+
+
+def file_problems(homes: dict[str, tuple[str, tuple[str, ...]]], elsewhere: dict) -> list[str]:
+    """Every way the suite's files and the IDs' home sections disagree, both ways: an ID in
+    another section's file, a module not named after a section, a cited clause with no
+    test in its section's file (unless ``elsewhere`` says where its tests are)."""
+    problems = []
+    by_clause: dict[str, set[str]] = {}
+    for cid, (name, clauses) in sorted(homes.items()):
+        for c in clauses:
+            by_clause.setdefault(c, set()).add(name)
+        if name in MACHINE_MODULES or not clauses:
+            continue
+        m = MODULE_RE.match(name)
+        home = int(clauses[0].split(".")[0])
+        if m is None:
+            problems.append(f"{cid} lives in {name}, not a test_sNN_<topic>.py module")
+        elif int(m.group(1)) != home:
+            problems.append(
+                f"{cid} lives in {name}, yet its first clause {clauses[0]} is section {home}: "
+                f"move it to test_s{home:02d}_*.py (or cite its home clause first)"
+            )
+    for c, names in sorted(by_clause.items()):
+        section = f"test_s{int(c.split('.')[0]):02d}_"
+        if c in elsewhere:
+            if any(n.startswith(section) for n in names):
+                problems.append(f"clause {c} is tested in {section}*.py: drop it from CITED_ELSEWHERE")
+        elif not any(n.startswith(section) for n in names):
+            problems.append(f"clause {c} has no test in {section}*.py (only in {sorted(names)})")
+    return problems
+
+
+def test_every_clause_leads_to_its_file():
+    homes = suite_homes()
+    assert len(homes) >= 100, f"found only {len(homes)} IDs: is the scan broken?"
+    problems = file_problems(homes, CITED_ELSEWHERE)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize(
+    "homes, expected",
+    [
+        ({"A-1": ("test_s04_limits.py", ("5.1",))}, "its first clause 5.1 is section 5"),
+        ({"A-1": ("test_limits.py", ("4.1",))}, "not a test_sNN_<topic>.py module"),
+        (
+            {"A-1": ("test_s04_limits.py", ("4.1", "9.9"))},
+            "clause 9.9 has no test in test_s09_*.py",
+        ),
+        ({"A-1": ("test_s01_x.py", ("1.7",))}, "drop it from CITED_ELSEWHERE"),
+        ({"A-1": ("test_machines.py", ("4.1",))}, "clause 4.1 has no test in test_s04_*.py"),
+    ],
+)
+def test_file_check_catches(homes, expected):
+    problems = file_problems(homes, {"1.7": "the machines"})
+    assert any(expected in p for p in problems), problems

@@ -23,7 +23,7 @@ from distributed.objects import SchedulerInfo
 
 from conformance.adapters._spread import spread, workers
 from conformance.api import ShuffleEnv
-from conformance.shuffle_harness import worker_addresses
+from conformance.shuffle.harness import worker_addresses
 
 
 @pytest.fixture(scope="module")

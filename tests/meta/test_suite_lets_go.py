@@ -23,7 +23,7 @@ import weakref
 
 import pytest
 
-from conformance.shuffle_harness import call_with_timeout, forget_error
+from conformance.shuffle.harness import call_with_timeout, forget_error
 
 LINGER_S = 0.3  # how long the pool's thread stays in ``_WorkItem.run`` after the error
 

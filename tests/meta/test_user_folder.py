@@ -109,7 +109,7 @@ def test_typos_are_one_usage_error_naming_the_nearest(folder):
 
 @pytest.mark.parametrize("name", ["dask-tasks", "distributed-p2p"])
 def test_without_pandas_the_shuffle_adapters_name_the_extra(monkeypatch, name):
-    from conformance.loader import ImplError, resolve
+    from conformance.runner.loader import ImplError, resolve
 
     monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas -> ImportError
     with pytest.raises(ImplError) as err:

@@ -116,8 +116,9 @@ def _for_missing_features() -> set[str]:
     import importlib
 
     out = set()
-    for path in sorted((REPO / "conformance").glob("test_*.py")):
-        mod = importlib.import_module(f"conformance.{path.stem}")
+    for path in sorted((REPO / "conformance").rglob("test_*.py")):
+        name = ".".join(path.relative_to(REPO).with_suffix("").parts)
+        mod = importlib.import_module(name)
         for obj in vars(mod).values():
             marks = getattr(obj, "pytestmark", [])
             ids = [m.args[0] for m in marks if m.name == "conformance_id"]

@@ -14,7 +14,7 @@ import distributed
 import numpy as np
 import pyarrow as pa
 
-from conformance.shuffle_harness import worker_addresses
+from conformance.shuffle.harness import worker_addresses
 from reference_impl import Table, get_device
 from reference_impl.shuffle import LocalDeviceCluster
 from reference_impl.shuffle.plugin import EXTENSION

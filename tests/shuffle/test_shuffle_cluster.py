@@ -6,7 +6,7 @@ import distributed
 import pyarrow as pa
 import pytest
 
-from conformance.shuffle_harness import worker_addresses
+from conformance.shuffle.harness import worker_addresses
 from reference_impl import ProxifyHostFile, Table, get_device
 from reference_impl.device import set_default_device
 from reference_impl.shuffle import DeviceWorkerPlugin, LocalDeviceCluster

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import invariant, run_state_machine_as_test
 from store_invariants import check_store
 
-from conformance.loader import load_all
-from conformance.machines import StoreMachine
+from conformance.runner.loader import load_all
+from conformance.store.machines import StoreMachine
 
 REFERENCE = load_all(["reference"])[0]
 SETTINGS = settings(

@@ -4,9 +4,9 @@ replayed through the machine as hypothesis prints it, so its model cannot drift 
 
 from __future__ import annotations
 
-from conformance import strategies as S
-from conformance.loader import resolve
-from conformance.machines import StoreMachine
+from conformance.runner.loader import resolve
+from conformance.store import strategies as S
+from conformance.store.machines import StoreMachine
 
 
 def _array(nbytes: int, seed: int = 1) -> S.ArraySpec:

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from table_asserts import assert_identical
 
-from conformance.tables import DTYPE_TYPES, KEY_TYPES, shuffle_cases
+from conformance.shuffle.tables import DTYPE_TYPES, KEY_TYPES, shuffle_cases
 from reference_impl import Table
 from reference_impl.device import SimDevice
 from reference_impl.table import SchemaMismatchError

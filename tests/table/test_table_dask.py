@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 from distributed.protocol import deserialize, serialize
 
-from conformance.shuffle_harness import worker_addresses
+from conformance.shuffle.harness import worker_addresses
 from reference_impl import Table
 from reference_impl.device import default_sim_device
 

@@ -34,7 +34,7 @@ def module_origin(name: str) -> str:
 def run(dry: bool, out: Path, timeout: float) -> dict:
     data: dict = {"python": platform.python_version(), "machine": platform.machine()}
     required = ["numpy", "pyarrow", "numba", "dask", "distributed", "zict", "blake3", "pytest",
-                "hypothesis", "xdist", "reference_impl", "conformance", "conformance.plugin"]
+                "hypothesis", "xdist", "reference_impl", "conformance", "conformance.runner.plugin"]
     missing = []
     for name in required:
         try:

@@ -19,9 +19,9 @@ import threading
 import time
 from collections import Counter
 
-from conformance.loader import resolve
-from conformance.shuffle_harness import RssSampler, ShuffleCluster
-from conformance.tables import uniform_case
+from conformance.runner.loader import resolve
+from conformance.shuffle.harness import RssSampler, ShuffleCluster
+from conformance.shuffle.tables import uniform_case
 
 MIB = 2**20
 

@@ -2,7 +2,7 @@
 after a warm-up shuffle of the same size, for shuffles of 200 rows (the part that does not
 grow with the data) and of 4x what the workers may hold in RAM (the part that does).
 
-Uses the suite's own cluster (``conformance.shuffle_harness.ShuffleCluster``: 2 workers under
+Uses the suite's own cluster (``conformance.shuffle.harness.ShuffleCluster``: 2 workers under
 nannies, 1 MiB device and 2 MiB host limit each, the workers' allocators set to give freed
 memory back) and its RSS sampler (psutil, every 5 ms), so that it measures what the suite
 measures.
@@ -22,9 +22,9 @@ import sys
 import tempfile
 import time
 
-from conformance.loader import resolve
-from conformance.shuffle_harness import RssSampler, ShuffleCluster
-from conformance.tables import uniform_case
+from conformance.runner.loader import resolve
+from conformance.shuffle.harness import RssSampler, ShuffleCluster
+from conformance.shuffle.tables import uniform_case
 
 MIB = 2**20
 

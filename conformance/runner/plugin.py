@@ -1,0 +1,18 @@
+"""The conformance pytest plugin (entry point ``pytest11: conformance``).
+
+It owns every option, marker, profile and fixture of the suite, so both
+``pytest conformance --impl=...`` and ``pytest --pyargs conformance --impl=...``
+work. It is inert for runs that collect no conformance test: it loads nothing,
+parametrizes nothing and prints nothing unless ``--impl`` is given or a test
+carrying a ``conformance_id`` marker is collected.
+
+Each job is a module of :mod:`conformance.runner`, loaded here as a plugin of its own.
+"""
+
+pytest_plugins = [
+    "conformance.runner.options",
+    "conformance.runner.collection",
+    "conformance.runner.deviations",
+    "conformance.runner.fixtures",
+    "conformance.runner.summary",
+]

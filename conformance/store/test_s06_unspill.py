@@ -1,0 +1,112 @@
+"""Unspilling on access: content, type, room made first, limits kept."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+
+from conformance import conformance_id, requires
+from conformance.store.harness import LIMIT, files_under, host_bytes, seed_digest, value_digest
+
+
+def _spill_first(h, n=LIMIT // 3, count=5):
+    for i in range(count):
+        h.store[f"k{i}"] = h.value(n, seed=i)
+    snap = h.check({f"k{i}" for i in range(count)})
+    assert snap.tiers["k0"] != "device", f"k0 should have been spilled: {dict(snap.tiers)}"
+    return {f"k{i}" for i in range(count)}
+
+
+@conformance_id("STORE-UNSPILL-001", clause=("6.1", "6.4"))
+@requires("store", "store.unspill.on_access")
+def test_access_brings_value_back(impl, make_store):
+    """Eager unspill: when store[k] returns, a spilled value that fits is on the device (tier
+    device, the ledger counting it) before any use of it, and its host or disk copy is gone.
+    Checked from the host tier and, with a host limit of 0, from the disk tier."""
+    stores = [("host", make_store())]
+    if {"store.limit.host", "store.spill.disk"} <= impl.capabilities:
+        stores.append(("disk", make_store(host_limit=0)))
+    for where, h in stores:
+        keys = _spill_first(h)
+        del h.store["k4"]  # room for k0: bringing it back evicts nothing else
+        keys.discard("k4")
+        before = h.check(keys)
+        files_before = files_under(h.env.spill_dir)
+        v = h.store["k0"]
+        snap = h.check(keys)  # before any use of v
+        assert snap.tiers["k0"] == "device", (
+            f"store['k0'] returned, yet k0 is in tier {snap.tiers['k0']!r} ({where} store): "
+            f"unspill is eager, a value that fits is on the device when the get returns"
+        )
+        moved = {
+            k: (before.tiers[k], t)
+            for k, t in snap.tiers.items()
+            if k != "k0" and t != before.tiers[k]
+        }
+        assert not moved, f"there was room for k0, yet other keys moved: {moved}"
+        lower, now = before.host_bytes + before.disk_bytes, snap.host_bytes + snap.disk_bytes
+        assert now < lower, (
+            f"k0 came back from {before.tiers['k0']}, yet host + disk bytes went {lower:,} -> "
+            f"{now:,}: its lower-tier copy was kept"
+        )
+        if before.tiers["k0"] == "disk":
+            left = files_under(h.env.spill_dir)
+            assert len(left) < len(files_before), (
+                f"k0 came back from disk, yet its file is still there: {sorted(left)}"
+            )
+        assert value_digest(h.device, v) == seed_digest(0, LIMIT // 3)
+        del v
+        h.check(keys)
+
+
+@conformance_id("STORE-UNSPILL-002", clause="6.2")
+@requires("store", "store.unspill.on_access")
+def test_unspill_makes_room_before_copying(harness):
+    """Room is made before copying back: the device's peak during the get and a first use of
+    the value stays at or below the limit (measured by the device)."""
+    h = harness
+    n = LIMIT // 3
+    keys = _spill_first(h, n=n, count=6)
+    expected_sum = int(host_bytes(0, n).sum(dtype=np.uint64))
+    gc.collect()
+    h.device.reset_peak()
+    peak0 = h.device.peak_bytes()
+    v = h.store["k0"]
+    total = int(np.asarray(v).sum(dtype=np.uint64))  # a use; a reduction allocates nothing
+    del v
+    peak = h.device.peak_bytes() - h.baseline
+    assert total == expected_sum, (
+        f"k0 came back with the wrong content (sum {total} != {expected_sum})"
+    )
+    assert peak <= LIMIT, (
+        f"unspilling {n:,} bytes peaked at {peak:,} device bytes > limit {LIMIT:,}: the store "
+        f"copied the value back before making room (peak before: {peak0 - h.baseline:,})"
+    )
+    h.check(keys)
+
+
+@conformance_id("STORE-UNSPILL-003", clause=("6.1", "4.1"))
+@requires("store", "store.unspill.on_access")
+def test_unspill_keeps_limit_and_ledger(harness):
+    h = harness
+    keys = _spill_first(h, count=8)
+    for i in list(range(8)) * 2:
+        assert value_digest(h.device, h.store[f"k{i}"]) == seed_digest(i, LIMIT // 3)
+        snap = h.check(keys)
+        assert snap.tiers[f"k{i}"] == "device"
+
+
+@conformance_id("STORE-UNSPILL-004", clause="6.3")
+@requires("store", "store.unspill.on_access")
+def test_unspilled_value_is_a_device_array(harness):
+    """A value comes back as a device array of the same device (not silently as host memory)."""
+    h = harness
+    original_type = type(h.value(8))
+    keys = _spill_first(h)
+    v = h.store["k0"]
+    assert isinstance(v, original_type), f"got {type(v).__name__}, stored {original_type.__name__}"
+    w = v + 1  # device in, device out
+    assert h.device.is_device_array(w), f"v + 1 is {type(w).__name__}, not on the device"
+    del v, w
+    h.check(keys)
