@@ -58,5 +58,12 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}"
 
 
+def load() -> str:
+    """The machine's load, as ``uptime`` prints it: every figure is read against it."""
+    import subprocess
+
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
 def gbps(bytes_per_second: float) -> str:
     return f"{bytes_per_second / 1e9:.2f} GB/s"

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -38,8 +37,8 @@ REPO = str(Path(__file__).resolve().parent.parent)
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from benchmarks._common import machine  # noqa: E402
-from benchmarks.shuffle import RssSampler, arrow_nbytes, frame_summary, frames, parse_size  # noqa: E402
+from benchmarks._common import load, machine  # noqa: E402
+from benchmarks.shuffle import RssSampler, frame_summary, frames, parse_size, rows_in  # noqa: E402
 
 MIB = 2**20
 TOP = 8
@@ -177,9 +176,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--at", type=int, default=1, help="measure at this unpack of the worker, not the first")
     args = ap.parse_args(argv)
     n = args.partitions
-    rows = max(int(parse_size(args.part_size) / (arrow_nbytes(100_000) / 100_000)), 1)
+    rows = rows_in(parse_size(args.part_size))
     print(f"machine: {machine()}")
-    print(f"load: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
+    print(f"load: {load()}")
     print(f"{args.method}: {n} x {n} partitions of {args.part_size} ({rows} rows), 2 workers, "
           f"device limit {args.device_limit}, host limit {args.host_limit}", flush=True)
     with (
@@ -233,7 +232,7 @@ def main(argv: list[str] | None = None) -> None:
                 print(line)
                 for where, size, count in s.get("lines", []):
                     print(f"    {where}: {size / MIB:.2f} MiB in {count:,} blocks")
-    print(f"\nload after: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
+    print(f"\nload after: {load()}")
 
 
 if __name__ == "__main__":

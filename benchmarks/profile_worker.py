@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -29,8 +28,8 @@ REPO = str(Path(__file__).resolve().parent.parent)
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from benchmarks._common import machine  # noqa: E402
-from benchmarks.shuffle import arrow_nbytes, make_table, parse_size, table_summary  # noqa: E402
+from benchmarks._common import load, machine  # noqa: E402
+from benchmarks.shuffle import make_table, parse_size, rows_in, table_summary  # noqa: E402
 
 TOP = 12
 
@@ -86,9 +85,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--host-limit", default="64MiB")
     args = ap.parse_args(argv)
     n = args.partitions
-    rows = max(int(parse_size(args.part_size) / (arrow_nbytes(100_000) / 100_000)), 1)
+    rows = rows_in(parse_size(args.part_size))
     print(f"machine: {machine()}")
-    print(f"load: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
+    print(f"load: {load()}")
     print(f"{n} x {n} partitions of {args.part_size} ({rows} rows), 2 workers, "
           f"device limit {args.device_limit}, host limit {args.host_limit}", flush=True)
     with (
@@ -118,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
         for where, size, count in r["lines"]:
             print(f"| {where} | {size / 2**20:.2f} | {count:,} | {size / shards:,.0f} "
                   f"| {count / shards:.2f} | {size / outputs:,.0f} |")
-    print(f"\nload after: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
+    print(f"\nload after: {load()}")
 
 
 if __name__ == "__main__":

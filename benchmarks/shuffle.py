@@ -55,7 +55,6 @@ import argparse
 import contextlib
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -69,7 +68,7 @@ REPO = str(Path(__file__).resolve().parent.parent)
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from benchmarks._common import machine  # noqa: E402
+from benchmarks._common import load, machine  # noqa: E402
 
 ROW_BYTES = 8 + 8 + 8 + 8  # key, payload, large_string offset, 8 chars on average
 METHODS = ("ours", "ours-df", "ours-lazy", "p2p", "tasks")
@@ -125,6 +124,11 @@ def arrow_nbytes(rows: int) -> int:
     import pyarrow as pa
 
     return pa.Table.from_pandas(make_frame(0, rows), preserve_index=False).nbytes
+
+
+def rows_in(nbytes: int) -> int:
+    """How many rows of ``make_frame`` hold about ``nbytes`` as Arrow (at least one)."""
+    return max(int(nbytes / (arrow_nbytes(100_000) / 100_000)), 1)
 
 
 # --- measuring ------------------------------------------------------------------------------
@@ -431,7 +435,7 @@ def main(argv: list[str] | None = None) -> None:
         return max(int(size / row_bytes / nparts), 1)
 
     print(f"machine: {machine()}")
-    print(f"load: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
+    print(f"load: {load()}")
     print(f"dask {dask.__version__}, distributed {distributed.__version__}; "
           f"cluster: 2 workers x 1 thread, device limit {args.device_limit}, "
           f"host limit {args.host_limit}, {nparts} partitions", flush=True)
@@ -460,7 +464,7 @@ def main(argv: list[str] | None = None) -> None:
             lazy(args, tmp, [int(n) for n in args.lazy.split(",")], row_bytes, chosen)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"\nload after: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
+    print(f"\nload after: {load()}")
 
 
 def scaling(args, tmp, methods, sizes, rows_for, nparts, row_bytes) -> None:
