@@ -32,7 +32,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 
 from conformance.adapters._layout import land, ship
 from conformance.api import ShuffleEnv
-from conformance.shuffle.harness import worker_addresses
+from conformance.shuffle.workers import worker_addresses
 
 WORKERS_TIMEOUT = 60.0  # seconds to wait for env.n_workers (a killed worker's nanny restarts it)
 # Bytes of outputs read in one batch when the environment sets no host limit: 64 MiB, an
@@ -44,7 +44,7 @@ FETCH_TIMEOUT = 60.0  # seconds a task waits for the scheduler to hand it its in
 
 def workers(env: ShuffleEnv, timeout: float = WORKERS_TIMEOUT) -> list[str]:
     """The workers' addresses, sorted, asked of the scheduler itself
-    (:func:`~conformance.shuffle.harness.worker_addresses`) once ``env.n_workers`` of them
+    (:func:`~conformance.shuffle.workers.worker_addresses`) once ``env.n_workers`` of them
     run (or ``timeout`` passed, with at least one)."""
     client = env.client
     try:

@@ -4,250 +4,53 @@ The suite starts each cluster itself (loopback, worker processes under nannies, 
 thread each) and stops it. For ``shuffle.device`` implementations every worker gets a
 device of the suite's own making as its process default, so the device's ledger is the
 suite's; for every implementation it samples each worker process's RSS (the bound of
-clause 14.20, :func:`rss_bound`). Phases are observed on the scheduler (which lives in this
-process) and faults are injected from there.
+clause 14.20, :func:`~conformance.shuffle.rss.rss_bound`). Phases are observed on the
+scheduler (which lives in this process) and faults are injected from there.
+
+The parts live in their own modules (``workers``, ``rss``, ``phase_plugins``, ``calls``);
+their names stay importable from here, where the suite's users first found them.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import gc
 import os
-import signal
-import threading
 import time
-import traceback
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import distributed
-from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
 
 from ..api import ShuffleEnv
 from ..store.harness import files_under
+from .calls import SHUFFLE_TIMEOUT, ShuffleHang, call_with_timeout, forget_error, load_inputs
+from .phase_plugins import PhaseAction, PhaseKiller, RepeatedKiller
+from .rss import RSS_OVERHEAD, RSS_PARTITIONS, RssSampler, rss_allowance, rss_bound
+from .workers import (
+    CAPACITY_FACTOR,
+    WORKER_ENVIRON,
+    SuiteDevice,
+    device_in_use,
+    device_peak,
+    reset_device_peak,
+    worker_addresses,
+    worker_environ,
+    worker_surface,
+)
 
-CAPACITY_FACTOR = 16  # a worker's device capacity = CAPACITY_FACTOR * its limit
-# Clause 14.20: a worker's RSS growth during a shuffle <= the memory it may hold in RAM
-# (rss_allowance) + RSS_PARTITIONS x the largest partition + RSS_OVERHEAD. The overhead was
-# measured after a warm-up shuffle of the same size (SPEC.md 14.20 gives the figures).
-RSS_OVERHEAD = 8 * 2**20
-RSS_PARTITIONS = 2
-SHUFFLE_TIMEOUT = 120.0  # a shuffle that takes longer hangs (clause 14.5)
+__all__ = [
+    "CAPACITY_FACTOR", "DASK_FILES", "RSS_OVERHEAD", "RSS_PARTITIONS", "SHUFFLE_TIMEOUT",
+    "WORKER_ENVIRON", "PhaseAction", "PhaseKiller", "RepeatedKiller", "RssSampler",
+    "ShuffleCluster", "ShuffleHang", "ShuffleRun", "SuiteDevice", "call_with_timeout",
+    "device_in_use", "device_peak", "for_each_case", "forget_error", "load_inputs",
+    "remove_files", "reset_device_peak", "rss_allowance", "rss_bound", "worker_addresses",
+    "worker_environ",
+]  # fmt: skip
+
 DASK_FILES = (".lock", ".dirlock", "global.lock", "purge.lock")
-
-
-# --------------------------------------------------------------------------- worker side
-class SuiteDevice(WorkerPlugin):
-    """Worker plugin: the suite's device, made the worker process's default device."""
-
-    name = "conformance-suite-device"
-    idempotent = True
-
-    def __init__(self, kind: str, capacity: int) -> None:
-        self.kind, self.capacity = kind, capacity
-
-    def setup(self, worker: Any) -> None:
-        from reference_impl.device import get_device, set_default_device
-
-        set_default_device(get_device(self.kind, self.capacity))
-
-
-def reset_device_peak() -> int:
-    """On a worker: reset its default device's high-water mark; the bytes in use now."""
-    from reference_impl.device import default_device
-
-    dev = default_device()
-    dev.reset_peak()
-    return dev.bytes_in_use()
-
-
-def device_peak() -> int:
-    """On a worker: its default device's high-water mark."""
-    from reference_impl.device import default_device
-
-    return default_device().peak_bytes()
-
-
-def device_in_use() -> int:
-    """On a worker: the bytes its default device holds now (the ledger, not the store)."""
-    from reference_impl.device import default_device
-
-    return default_device().bytes_in_use()
-
-
-def _worker_surface(dask_worker: Any) -> dict[str, list[str]]:
-    """What a shuffle could leave behind on a worker, by name."""
-    return {
-        "handlers": sorted(dask_worker.handlers),
-        "stream_handlers": sorted(dask_worker.stream_handlers),
-        "extensions": sorted(dask_worker.extensions),
-        "plugins": sorted(dask_worker.plugins),
-        "tasks": sorted(str(k) for k in dask_worker.state.tasks),
-    }
-
-
-# --------------------------------------------------------------------------- probes
-class RssSampler:
-    """Samples every worker process's RSS in a thread of this process (psutil)."""
-
-    def __init__(self, pids: dict[str, int], interval: float = 0.005) -> None:
-        import psutil
-
-        self.procs = {w: psutil.Process(pid) for w, pid in pids.items()}
-        self.before = {w: p.memory_info().rss for w, p in self.procs.items()}
-        self.peak = dict(self.before)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(interval,), daemon=True)
-        self._thread.start()
-
-    def _run(self, interval: float) -> None:
-        while not self._stop.is_set():
-            for w, p in self.procs.items():
-                try:
-                    self.peak[w] = max(self.peak[w], p.memory_info().rss)
-                except Exception:  # the process went away (a fault test)
-                    pass
-            time.sleep(interval)
-
-    def stop(self) -> dict[str, int]:
-        """``{worker: peak RSS above the level before}``."""
-        self._stop.set()
-        self._thread.join()
-        return {w: self.peak[w] - self.before[w] for w in self.procs}
-
-
-@dataclass
-class PhaseKiller(SchedulerPlugin):
-    """Scheduler plugin: SIGKILL the worker holding the ``n``-th task of ``phase`` to finish
-    (the first by default), as it finishes.
-
-    A finished task, not one just sent: a worker killed as it is sent the shuffle's first
-    task may not have joined the shuffle yet, so its loss costs nothing, and a shuffle that
-    gives up at the first loss would pass. ``when="processing"`` kills the worker the first
-    task of ``phase`` is sent to instead, as it is sent: for a phase every worker has joined
-    before (the barrier), where the loss lands while the task runs on the dead worker.
-    ``fired`` records (key, worker, pid) once the signal was sent, so that a test can tell a
-    fault that happened from one that never did.
-    """
-
-    phase: str
-    phase_of: Callable[[str], str | None]
-    pids: dict[str, int]
-    fired: list[tuple[str, str, int]] = field(default_factory=list)
-    scheduler: Any = None
-    n: int = 1
-    done: set[str] = field(default_factory=set)
-    name: str = "conformance-phase-killer"
-    victim: str | None = None  # kill this worker instead of the task's holder
-    when: str = "memory"  # or "processing": as the task is sent, the worker it is sent to
-
-    def transition(self, key, start, finish, *args, **kwargs) -> None:
-        if self.fired or finish != self.when or self.phase_of(str(key)) != self.phase:
-            return
-        self.done.add(str(key))
-        ts = self.scheduler.tasks.get(key)
-        if self.when == "processing":
-            target = self.victim or (ts.processing_on.address if ts is not None and ts.processing_on else None)
-            self._kill(key, target)
-        elif self.victim is not None:
-            self._kill(key, self.victim)
-        elif len(self.done) >= self.n and ts is not None and ts.who_has:
-            self._kill(key, min(ws.address for ws in ts.who_has))
-
-    def _kill(self, key: Any, worker: str | None) -> None:
-        pid = self.pids.get(worker)
-        if pid is None:
-            return
-        os.kill(pid, signal.SIGKILL)
-        self.fired.append((str(key), worker, pid))
-
-
-@dataclass
-class RepeatedKiller(PhaseKiller):
-    """Scheduler plugin: SIGKILL the worker that finishes the first task of ``phase``, then,
-    once the scheduler has removed it, the next worker (of those in ``pids``) to finish a
-    task of ``phase``: ``times`` kills, each in the run the one before started."""
-
-    times: int = 2
-    removed: set[str] = field(default_factory=set)
-    name: str = "conformance-repeated-killer"
-
-    def transition(self, key, start, finish, *args, **kwargs) -> None:
-        if len(self.fired) >= self.times or finish != "memory" or self.phase_of(str(key)) != self.phase:
-            return
-        if self.fired and self.fired[-1][1] not in self.removed:
-            return  # the last kill is not through yet: the next must fall in the next run
-        ts = self.scheduler.tasks.get(key)
-        killed = {w for _k, w, _p in self.fired}
-        for ws in sorted(ts.who_has or (), key=lambda ws: ws.address) if ts is not None else ():
-            if ws.address in self.pids and ws.address not in killed:
-                self._kill(key, ws.address)
-                return
-
-    def remove_worker(self, scheduler: Any, worker: str, **kwargs: Any) -> None:
-        self.removed.add(worker)
-
-
-@dataclass
-class PhaseAction(SchedulerPlugin):
-    """Scheduler plugin: call ``action()`` once, when the first task of ``phase`` is sent to
-    a worker; ``fired`` holds what it returned (a count of what it did)."""
-
-    phase: str
-    phase_of: Callable[[str], str | None]
-    action: Callable[[], int]
-    fired: list[int] = field(default_factory=list)
-    name: str = "conformance-phase-action"
-
-    def transition(self, key, start, finish, *args, **kwargs) -> None:
-        if not self.fired and finish == "processing" and self.phase_of(str(key)) == self.phase:
-            self.fired.append(self.action())
-
-
-# Set in every worker process before it starts (distributed's pre-spawn environment, read by
-# glibc's malloc and by pyarrow when they initialise): buffers of 64 KiB and more are mapped
-# and unmapped one by one, Arrow allocates through malloc, so what a shuffle frees leaves the
-# RSS at once instead of staying in an allocator's pool for reuse, and the RSS growth of a
-# shuffle (14.20) is what it holds, not what an earlier one left the allocator.
-WORKER_ENVIRON = {"MALLOC_MMAP_THRESHOLD_": "65536", "ARROW_DEFAULT_MEMORY_POOL": "system"}
-
-
-def worker_addresses(client: distributed.Client) -> list[str]:
-    """The workers' addresses, sorted, asked of the scheduler itself.
-
-    Not ``client.scheduler_info()["workers"]``: that refreshes the client's cache and
-    returns it, and the client's periodic refresh (``n_workers=0``) can replace the cache
-    with one listing no workers in between (under load a round-robin over it divided by
-    zero, in the suite's adapters and later in this repository's own tests).
-    """
-    return sorted(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
-
-
-def worker_environ() -> dict[str, str]:
-    """distributed's pre-spawn environment with the suite's allocator settings on top."""
-    import dask
-
-    return dict(dask.config.get("distributed.nanny.pre-spawn-environ", {})) | WORKER_ENVIRON
-
-
-def rss_allowance(
-    on_device: bool, device_kind: str | None, budget: int, host_limit: int | None
-) -> int:
-    """Clause 14.20: the bytes a worker may hold in RAM. On a device: the host limit, plus the
-    budget where the device's memory is host RAM (``sim``); otherwise the budget (which is
-    RSS already, 14.2)."""
-    if not on_device:
-        return budget
-    return (host_limit or 0) + (budget if device_kind == "sim" else 0)
-
-
-def rss_bound(allowance: int, largest: int) -> int:
-    """Clause 14.20's bound on a worker's RSS growth, given ``rss_allowance`` and the largest
-    partition (input or output) of the shuffle."""
-    return allowance + RSS_PARTITIONS * largest + RSS_OVERHEAD
 
 
 def remove_files(root: str | Path) -> int:
@@ -385,7 +188,7 @@ class ShuffleCluster:
         }
 
     def surface(self) -> dict[str, dict[str, list[str]]]:
-        return self.client.run(_worker_surface)
+        return self.client.run(worker_surface)
 
     def leftovers(self, keep: Collection[str] = ()) -> list[str]:
         """What the shuffles run so far left behind: files under spill_dir, and tasks or
@@ -503,55 +306,6 @@ class ShuffleCluster:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-class ShuffleHang(AssertionError):
-    pass
-
-
-def load_inputs(adapter: Any, env: Any, client: Any, tables: Sequence[Any], timeout: float) -> Any:
-    """``tables`` placed as ``adapter`` wants them (its ``load_inputs``), waited for; a
-    ShuffleHang after ``timeout`` seconds. Any cluster with a client and an env will do."""
-    loader = getattr(adapter, "load_inputs", None)
-    if loader is None:
-        return list(tables)
-    inputs = call_with_timeout(lambda: loader(list(tables), env), timeout)
-    futures = distributed.futures_of(inputs)
-    if futures:
-        with client.as_current():
-            distributed.wait(futures, timeout=timeout)
-    return inputs
-
-
-def forget_error(exc: BaseException) -> None:
-    """An error's frames hold the inputs (and the client the erred outputs): drop them, the
-    whole chain's, so that what the shuffle made can go (the suite must not keep it alive)."""
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        traceback.clear_frames(exc.__traceback__)
-        exc = exc.__cause__ or exc.__context__
-    gc.collect()
-
-
-def call_with_timeout(fn: Callable[[], Any], timeout: float) -> Any:
-    """``fn()``, or a ShuffleHang after ``timeout`` seconds (the call is left running; the
-    cluster's close ends it)."""
-    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="conformance-shuffle")
-    fut = pool.submit(fn)
-    try:
-        result = fut.result(timeout=timeout)
-    except concurrent.futures.TimeoutError:
-        pool.shutdown(wait=False)
-        raise ShuffleHang(f"the shuffle did not finish within {timeout:.0f} s") from None
-    except BaseException:
-        # The error reaches this thread while the pool's thread still runs the call's last
-        # lines, its frame holding ``fn`` (and so the inputs ``fn`` closes over): wait for
-        # it, so that a caller clearing the error's frames (forget_error) can.
-        pool.shutdown(wait=True)
-        raise
-    pool.shutdown(wait=True)
-    return result
 
 
 def for_each_case(

@@ -11,7 +11,7 @@ import pytest
 
 from conformance import conformance_id, requires
 from conformance.shuffle import oracle as oracle
-from conformance.shuffle.harness import SHUFFLE_TIMEOUT, call_with_timeout
+from conformance.shuffle.calls import SHUFFLE_TIMEOUT, call_with_timeout
 from conformance.shuffle.tables import ROW_ID, ShuffleCase, mixed_case
 
 DESTINATION = "_partitions"  # the name dask's lowering gives the column

@@ -13,13 +13,8 @@ import pytest
 from conformance import conditions, conformance_id, not_exercised, requires
 from conformance.api import WorkerTables
 from conformance.shuffle import oracle as oracle
-from conformance.shuffle.harness import (
-    SHUFFLE_TIMEOUT,
-    ShuffleHang,
-    call_with_timeout,
-    forget_error,
-    remove_files,
-)
+from conformance.shuffle.calls import SHUFFLE_TIMEOUT, ShuffleHang, call_with_timeout, forget_error
+from conformance.shuffle.harness import remove_files
 from conformance.shuffle.tables import mixed_case, uniform_case
 
 

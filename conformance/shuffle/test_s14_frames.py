@@ -12,7 +12,7 @@ import pytest
 from hypothesis import strategies as st
 
 from conformance import conformance_id, extras, requires
-from conformance.shuffle.harness import SHUFFLE_TIMEOUT, call_with_timeout
+from conformance.shuffle.calls import SHUFFLE_TIMEOUT, call_with_timeout
 
 if TYPE_CHECKING:  # pandas is the shuffle extra's: collecting the suite never imports it
     import pandas as pd

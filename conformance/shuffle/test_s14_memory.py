@@ -9,7 +9,7 @@ import pytest
 
 from conformance import conformance_id, requires
 from conformance.shuffle import oracle as oracle
-from conformance.shuffle.harness import RSS_OVERHEAD, RSS_PARTITIONS, rss_bound
+from conformance.shuffle.rss import RSS_OVERHEAD, RSS_PARTITIONS, rss_bound
 from conformance.shuffle.tables import ShuffleCase, uniform_case
 
 FACTOR = 4  # data = FACTOR x the workers' aggregate budget

@@ -7,7 +7,7 @@ import pytest
 
 from conformance import conformance_id, requires
 from conformance.shuffle import oracle as oracle
-from conformance.shuffle.harness import SHUFFLE_TIMEOUT, call_with_timeout
+from conformance.shuffle.calls import SHUFFLE_TIMEOUT, call_with_timeout
 from conformance.shuffle.tables import mixed_case
 
 WHICH = [4, 1]  # out of order, and not the first ones: a selection taken as a count fails

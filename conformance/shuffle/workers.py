@@ -1,0 +1,88 @@
+"""The workers' side of the suite's cluster: the device the suite gives each worker, what the
+suite reads on a worker (the device's ledger, what a shuffle could leave behind), the
+environment a worker process starts with, and the workers' addresses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import distributed
+from distributed.diagnostics.plugin import WorkerPlugin
+
+CAPACITY_FACTOR = 16  # a worker's device capacity = CAPACITY_FACTOR * its limit
+
+
+class SuiteDevice(WorkerPlugin):
+    """Worker plugin: the suite's device, made the worker process's default device."""
+
+    name = "conformance-suite-device"
+    idempotent = True
+
+    def __init__(self, kind: str, capacity: int) -> None:
+        self.kind, self.capacity = kind, capacity
+
+    def setup(self, worker: Any) -> None:
+        from reference_impl.device import get_device, set_default_device
+
+        set_default_device(get_device(self.kind, self.capacity))
+
+
+def reset_device_peak() -> int:
+    """On a worker: reset its default device's high-water mark; the bytes in use now."""
+    from reference_impl.device import default_device
+
+    dev = default_device()
+    dev.reset_peak()
+    return dev.bytes_in_use()
+
+
+def device_peak() -> int:
+    """On a worker: its default device's high-water mark."""
+    from reference_impl.device import default_device
+
+    return default_device().peak_bytes()
+
+
+def device_in_use() -> int:
+    """On a worker: the bytes its default device holds now (the ledger, not the store)."""
+    from reference_impl.device import default_device
+
+    return default_device().bytes_in_use()
+
+
+def worker_surface(dask_worker: Any) -> dict[str, list[str]]:
+    """What a shuffle could leave behind on a worker, by name."""
+    return {
+        "handlers": sorted(dask_worker.handlers),
+        "stream_handlers": sorted(dask_worker.stream_handlers),
+        "extensions": sorted(dask_worker.extensions),
+        "plugins": sorted(dask_worker.plugins),
+        "tasks": sorted(str(k) for k in dask_worker.state.tasks),
+    }
+
+
+# Set in every worker process before it starts (distributed's pre-spawn environment, read by
+# glibc's malloc and by pyarrow when they initialise): buffers of 64 KiB and more are mapped
+# and unmapped one by one, Arrow allocates through malloc, so what a shuffle frees leaves the
+# RSS at once instead of staying in an allocator's pool for reuse, and the RSS growth of a
+# shuffle (14.20) is what it holds, not what an earlier one left the allocator.
+WORKER_ENVIRON = {"MALLOC_MMAP_THRESHOLD_": "65536", "ARROW_DEFAULT_MEMORY_POOL": "system"}
+
+
+def worker_addresses(client: distributed.Client) -> list[str]:
+    """The workers' addresses, sorted, asked of the scheduler itself.
+
+    Not ``client.scheduler_info()["workers"]``: that refreshes the client's cache and
+    returns it, and the client's periodic refresh (``n_workers=0``) can replace the cache
+    with one listing no workers in between (under load a round-robin over it divided by
+    zero, in the suite's adapters and later in this repository's own tests).
+    """
+    return sorted(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
+
+
+def worker_environ() -> dict[str, str]:
+    """distributed's pre-spawn environment with the suite's allocator settings on top."""
+    import dask
+
+    return dict(dask.config.get("distributed.nanny.pre-spawn-environ", {})) | WORKER_ENVIRON
