@@ -22,7 +22,7 @@ from pathlib import Path
 # What the machine did, not an implementation: a nanny that never brought a killed worker
 # back (distributed, about 1 in 40 kills), a port the OS gave to someone else.
 ENVIRONMENT = (
-    re.compile(r"nanny never restarted", re.I),  # conformance/shuffle/machine.py
+    re.compile(r"nanny never restarted", re.I),  # conformance/shuffle/machine/world.py
     re.compile(r"a nanny did not bring its worker back"),  # stress/reaper.py
     re.compile(r"Nanny failed to start|Timed out waiting for the nanny", re.I),
     re.compile(r"Address already in use"),

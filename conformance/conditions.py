@@ -125,7 +125,7 @@ SHUFFLE_PRODUCED: dict[tuple[str, str, str], str] = {
     ("transfer", "T1", "before"): "SHUF-STATE-001",
     ("unpack", "T1", "before"): "SHUF-STATE-001",
 }
-# the shuffle machine's faults (``shuffle_machine._faulted``'s kind) -> (condition, when)
+# the shuffle machine's faults (``shuffle.machine.world_moves.shuffle_while``'s kind) -> (condition, when)
 MACHINE_FAULTS = {
     "kill": ("W1", "during"),
     "cancel": ("C1", "before"),

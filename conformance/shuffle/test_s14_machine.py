@@ -1,4 +1,4 @@
-"""The generative shuffle machine (``conformance/shuffle/machine.py``): programs of
+"""The generative shuffle machine (``conformance/shuffle/machine/``): programs of
 shuffles on one cluster, in any order, two at once, rejected, cancelled, and with the world
 moving under them, every outcome judged against the whole of section 14."""
 
