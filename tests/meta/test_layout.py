@@ -16,7 +16,6 @@ MAX_FUNCTION = 60
 OVER = {
     "store/machines.py": 981,
     "store/world.py": 634,
-    "adapters/dask_cuda.py": 525,
     "store/test_s12_concurrency.py:test_finalizers_on_other_threads_do_not_deadlock": 89,
     "store/test_s04_limits.py:test_device_peak_stays_under_limit_during_every_call": 75,
     "adapters/_spread.py:read_outputs": 74,
