@@ -192,6 +192,45 @@ def _failure(future: Any) -> BaseException:
     raise AssertionError(f"{future.key} did not fail")
 
 
+def _finished_sizes(client: Any, outputs: list[Any]) -> dict[Any, int]:
+    """``{key: bytes}`` of the outputs that finished only: asking the scheduler for one it has
+    forgotten (cancelled, or lost with its worker since) raises a bare KeyError there, hiding
+    the real error, which the read of that output raises."""
+    finished = [o.key for o in outputs if o.status == "finished"]
+    try:
+        return client.nbytes(finished, summary=False) if finished else {}
+    except KeyError:
+        return {}
+
+
+def _read_batch(
+    client: Any, batch: list[Any], read: Callable[..., Any], errors: str, kwargs: dict[str, Any]
+) -> list[Any]:
+    """``read(output, **kwargs)`` of each output of ``batch``, pinned to its holder, fetched;
+    with ``errors="return"`` a failed read's exception in its slot. The reads are released
+    on return, before the next batch is submitted."""
+    holders = client.who_has(batch)
+    reads = []
+    for out in batch:
+        where = sorted(holders.get(out.key, ())) or None
+        reads.append(
+            client.submit(
+                read,
+                out,
+                workers=where,
+                allow_other_workers=where is not None,  # (dask refuses it without workers)
+                pure=False,
+                **kwargs,
+            )
+        )
+    if errors == "raise":
+        return client.gather(reads)
+    _settle(client, reads)
+    ok = [r for r in reads if r.status not in _FAILED]
+    fetched = iter(client.gather(ok))
+    return [_failure(r) if r.status in _FAILED else next(fetched) for r in reads]
+
+
 def read_outputs(
     env: ShuffleEnv,
     outputs: list[Any],
@@ -224,14 +263,7 @@ def read_outputs(
         for out in outputs:
             if out.status in _FAILED:
                 out.result()  # the future's own error (a cancelled one names its reason)
-    # Sizes of the outputs that finished only: asking the scheduler for one it has forgotten
-    # (cancelled, or lost with its worker since) raises a bare KeyError there, hiding the real
-    # error, which the read of that output raises below.
-    finished = [o.key for o in outputs if o.status == "finished"]
-    try:
-        known = client.nbytes(finished, summary=False) if finished else {}
-    except KeyError:
-        known = {}
+    known = _finished_sizes(client, outputs)
     results: list[Any] = [None] * len(outputs)
     for i, out in enumerate(outputs):
         if out.status in _FAILED:  # errors="return": nothing to read
@@ -240,29 +272,9 @@ def read_outputs(
     sizes = [int(known.get(outputs[i].key, 0)) for i in live]
     for positions in _batches(sizes, read_budget(env) if budget is None else budget):
         batch = [live[j] for j in positions]
-        holders = client.who_has([outputs[i] for i in batch])
-        where = {i: sorted(holders.get(outputs[i].key, ())) or None for i in batch}
-        reads = [
-            client.submit(
-                read,
-                outputs[i],
-                workers=where[i],
-                allow_other_workers=where[i] is not None,  # (dask refuses it without workers)
-                pure=False,
-                **kwargs,
-            )
-            for i in batch
-        ]
-        if errors == "raise":
-            got = client.gather(reads)
-        else:
-            _settle(client, reads)
-            ok = [r for r in reads if r.status not in _FAILED]
-            fetched = iter(client.gather(ok))
-            got = [_failure(r) if r.status in _FAILED else next(fetched) for r in reads]
-            del ok, fetched
+        got = _read_batch(client, [outputs[i] for i in batch], read, errors, kwargs)
         for i, value in zip(batch, got, strict=True):
             results[i] = value
             outputs[i] = None
-        del reads, got
+        del got
     return results
