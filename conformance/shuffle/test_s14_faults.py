@@ -116,6 +116,36 @@ def test_second_worker_killed_during_the_restart(impl, make_shuffle_cluster, rec
     record_detail(f"correct in {run.seconds:.1f} s")
 
 
+def _inputs_from_worker_tables(cluster, case, homes: list[str]) -> tuple[list, object]:
+    """``case``'s tables scattered, the ``i``-th to worker ``homes[i]`` only, and the inputs
+    the adapter's ``load_inputs`` made of them, computed: (the scattered futures, inputs).
+    Once this returns the caller's list holds the scattered tables: they live only there."""
+    client = cluster.client
+    placed = [client.scatter(t, workers=[w], hash=False) for t, w in zip(case.tables, homes, strict=True)]
+    made = WorkerTables(placed)
+    made.schema = case.schema
+    load = cluster.adapter.load_inputs
+    inputs = call_with_timeout(lambda tables=made: load(tables, cluster.env), SHUFFLE_TIMEOUT)
+    with client.as_current():
+        distributed.wait(distributed.futures_of(inputs), timeout=SHUFFLE_TIMEOUT)
+    return placed, inputs
+
+
+def _error_names_the_loss(exc: Exception, killer, at: str, keys: list[str], homes: list[str]) -> None:
+    """Clause 14.24: the error names the phase, the killed worker or a lost input."""
+    if not killer.fired:
+        pytest.fail(f"the shuffle failed before the kill: {exc!r}")
+    conditions.fire(at, "W3", "during")
+    killed = killer.fired[0][1]
+    lost = [k for k, w in zip(keys, homes, strict=True) if w == killed]
+    text = str(exc)
+    named = [at, killed.rsplit("//", 1)[-1], *lost]
+    assert any(n in text for n in named), (
+        f"the error names neither the {at} phase, the killed worker {killed} nor a "
+        f"lost input ({', '.join(lost)}): {exc!r}"
+    )
+
+
 @conformance_id("SHUF-FAULT-006", clause=("14.24", "14.11"))
 @requires("shuffle")
 @pytest.mark.parametrize("case_", ["transfer", "barrier", "released"])
@@ -136,17 +166,9 @@ def test_inputs_lost_beyond_recovery(case_, impl, make_shuffle_cluster, record_d
     cluster.run(mixed_case(0, 2, 50, 2, nulls=nulls))  # warm: the phase must be the shuffle's
     case = mixed_case(3, n_inputs=8, rows_per_input=2_000, npartitions=8, nulls=nulls)
     spared, victim = sorted(cluster.worker_pids())
-    client = cluster.client
     homes = [victim if i % 2 else spared for i in range(len(case.tables))]
-    placed = [client.scatter(t, workers=[w], hash=False) for t, w in zip(case.tables, homes, strict=True)]
+    placed, inputs = _inputs_from_worker_tables(cluster, case, homes)
     keys = [str(f.key) for f in placed]
-    made = WorkerTables(placed)
-    made.schema = case.schema
-    load = cluster.adapter.load_inputs
-    inputs = call_with_timeout(lambda tables=made: load(tables, cluster.env), SHUFFLE_TIMEOUT)
-    with client.as_current():
-        distributed.wait(distributed.futures_of(inputs), timeout=SHUFFLE_TIMEOUT)
-    del made  # the caller holds the scattered tables (``placed``): they live only there
     if case_ == "released":
         placed.clear()
         if not cluster.forgotten(keys, timeout=10.0):
@@ -160,17 +182,7 @@ def test_inputs_lost_beyond_recovery(case_, impl, make_shuffle_cluster, record_d
     except ShuffleHang:
         raise
     except Exception as exc:
-        if not killer.fired:
-            pytest.fail(f"the shuffle failed before the kill: {exc!r}")
-        conditions.fire(at, "W3", "during")
-        killed = killer.fired[0][1]
-        lost = [k for k, w in zip(keys, homes, strict=True) if w == killed]
-        text = str(exc)
-        named = [at, killed.rsplit("//", 1)[-1], *lost]
-        assert any(n in text for n in named), (
-            f"the error names neither the {at} phase, the killed worker {killed} nor a "
-            f"lost input ({', '.join(lost)}): {exc!r}"
-        )
+        _error_names_the_loss(exc, killer, at, keys, homes)
         record_detail(f"error: {type(exc).__name__}")
         forget_error(exc)
     else:

@@ -21,7 +21,6 @@ OVER = {
     "store/world.py:disk_damaged": 72,
     "store/harness.py:check": 69,
     "store/test_s11_close.py:test_two_stores_share_a_spill_directory": 65,
-    "shuffle/test_s14_faults.py:test_inputs_lost_beyond_recovery": 65,
 }
 
 
