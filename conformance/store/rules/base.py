@@ -97,6 +97,7 @@ class MachineBase:
             any_keys=any_keys,
             world=world,
             faults=Counter() if faults is None else faults,
+            __module__=cls.__module__,  # where StoreMachine is, not this module
         )
         return type(name, (cls,), attrs)
 
