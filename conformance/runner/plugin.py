@@ -16,4 +16,5 @@ pytest_plugins = [
     "conformance.runner.collection",
     "conformance.runner.fixtures",
     "conformance.runner.summary",
+    "conformance.runner.heap",
 ]

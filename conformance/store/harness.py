@@ -166,42 +166,58 @@ class StoreHarness:
         snap = self.snapshot()
         tiers = dict(snap.tiers)
         if keys is not None:
-            keys = set(keys)
-            if set(tiers) != keys:
+            self._check_keys(tiers, set(keys))
+        self._check_device(snap, tiers, oversize or {})
+        self.check_ledger(snap, held)  # the device's own ledger agrees with what the store says
+        self._check_host_and_disk(snap, tiers)
+        if snap.lru is not None and "store.lru.strict" in self.caps:
+            dev_keys = {k for k, t in tiers.items() if t == "device"}
+            if set(snap.lru) != dev_keys or len(snap.lru) != len(dev_keys):
                 _fail(
-                    f"inspect() tiers cover {sorted(map(repr, tiers))}, the mapping holds "
-                    f"{sorted(map(repr, keys))}: every key must be in exactly one tier"
+                    f"lru {list(snap.lru)!r} is not the set of device-tier keys {sorted(map(repr, dev_keys))}"
                 )
-            if set(self.store.keys()) != keys or len(self.store) != len(keys):
-                _fail(
-                    f"keys()/len() disagree with the model: {sorted(map(repr, self.store.keys()))} vs {sorted(map(repr, keys))}"
-                )
+        return snap
+
+    def _check_keys(self, tiers: dict[Hashable, str], keys: set[Hashable]) -> None:
+        """Every key in exactly one tier; keys() and len() agree with the model's ``keys``."""
+        if set(tiers) != keys:
+            _fail(
+                f"inspect() tiers cover {sorted(map(repr, tiers))}, the mapping holds "
+                f"{sorted(map(repr, keys))}: every key must be in exactly one tier"
+            )
+        if set(self.store.keys()) != keys or len(self.store) != len(keys):
+            _fail(
+                f"keys()/len() disagree with the model: {sorted(map(repr, self.store.keys()))} vs {sorted(map(repr, keys))}"
+            )
+
+    def _check_device(
+        self, snap: Snapshot, tiers: dict[Hashable, str], oversize: dict[Hashable, int]
+    ) -> None:
+        """Known tiers, no negative counter, and the device limit with the single-object rule."""
         bad = {k: t for k, t in tiers.items() if t not in TIERS}
         if bad:
             _fail(f"unknown tiers {bad}")
         for name in ("device_bytes", "host_bytes", "disk_bytes"):
             if getattr(snap, name) < 0:
                 _fail(f"{name} is negative: {getattr(snap, name)}")
-        # device limit, with the single-object rule
         if snap.device_bytes > self.limit:
             on_device = [k for k, t in tiers.items() if t == "device"]
-            big = oversize or {}
             if not (
                 len(on_device) == 1
-                and on_device[0] in big
-                and snap.device_bytes <= big[on_device[0]]
+                and on_device[0] in oversize
+                and snap.device_bytes <= oversize[on_device[0]]
             ):
                 _fail(
                     f"device_bytes {snap.device_bytes:,} > device limit {self.limit:,} "
                     f"(device-tier keys: {on_device!r})"
                 )
-        # the device's own ledger agrees with what the store says
-        self.check_ledger(snap, held)
-        # host limit
+
+    def _check_host_and_disk(self, snap: Snapshot, tiers: dict[Hashable, str]) -> None:
+        """The host limit; disk bytes match the files in spill_dir, and only a store with a
+        disk tier writes files."""
         limit_host = self.env.host_limit if "store.limit.host" in self.caps else None
         if limit_host is not None and snap.host_bytes > limit_host:
             _fail(f"host_bytes {snap.host_bytes:,} > host limit {limit_host:,}")
-        # disk: bytes match the files in spill_dir
         files = files_under(self.env.spill_dir)
         if "store.spill.disk" in self.caps:
             if self.disk_accounting and snap.disk_bytes != sum(files.values()):
@@ -213,13 +229,6 @@ class StoreHarness:
                 _fail(f"no key is on disk, yet spill_dir holds {sorted(files)}")
         elif files:
             _fail(f"store without store.spill.disk wrote files: {sorted(files)}")
-        if snap.lru is not None and "store.lru.strict" in self.caps:
-            dev_keys = {k for k, t in tiers.items() if t == "device"}
-            if set(snap.lru) != dev_keys or len(snap.lru) != len(dev_keys):
-                _fail(
-                    f"lru {list(snap.lru)!r} is not the set of device-tier keys {sorted(map(repr, dev_keys))}"
-                )
-        return snap
 
     def check_ledger(self, snap: Snapshot | None = None, held: int = 0) -> None:
         snap = snap or self.snapshot()

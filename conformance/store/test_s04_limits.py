@@ -151,6 +151,84 @@ SIZES = (LIMIT // 8, LIMIT // 4, LIMIT // 3, LIMIT // 2, LIMIT)  # all fit: no s
 STEPS = 60
 
 
+class _PeakProgram:
+    """STORE-PEAK-001's random program: each call made with the device's peak reset, and
+    the peak minus what the test itself holds bounded by the limit afterwards."""
+
+    def __init__(self, h, dev, capacity: int, caps) -> None:
+        self.h, self.s, self.dev, self.capacity, self.caps = h, h.store, dev, capacity, caps
+        self.model: dict[str, tuple[int, int]] = {}
+        self.counts = dict.fromkeys(("set", "get", "delete", "evict", "oom"), 0)
+        self.step = 0
+        self.tiers: dict = {}
+
+    def bounded(self, what: str, fn, *args, held: int = 0):
+        result, peak = peak_during(self.h, lambda: fn(*args))
+        assert peak - held <= LIMIT, (
+            f"step {self.step}: {what}: the device peaked at {peak:,} bytes during the call, "
+            f"{held:,} of them held by the test: the store held up to {peak - held:,} > limit "
+            f"{LIMIT:,} (tiers before: {self.tiers})"
+        )
+        return result
+
+    def read(self, key):
+        return value_digest(self.h.device, self.s[key])
+
+    def run(self, step: int, rng: random.Random) -> None:
+        """One call, drawn from ``rng``; then the store-wide invariants."""
+        h, s, model, counts = self.h, self.s, self.model, self.counts
+        self.step, self.tiers = step, dict(h.snapshot().tiers)
+        r = rng.random()
+        key = f"k{rng.randrange(8)}"
+        if r < 0.4 or not model:
+            n = rng.choice(SIZES)
+            v = h.value(n, seed=step)
+            self.bounded(f"store[{key!r}] = <{n:,} bytes>", s.__setitem__, key, v, held=n)
+            del v
+            model[key] = (step, n)
+            counts["set"] += 1
+        elif r < 0.7:
+            key = rng.choice(sorted(model))
+            got = self.bounded(f"value_digest(store[{key!r}])", self.read, key)
+            assert got == seed_digest(*model[key]), f"{key} came back changed"
+            counts["get"] += 1
+        elif r < 0.84:
+            key = rng.choice(sorted(model))
+            self.bounded(f"del store[{key!r}]", s.__delitem__, key)
+            del model[key]
+            counts["delete"] += 1
+        elif r < 0.93 and "store.evict.manual" in self.caps:
+            n = rng.choice((1, LIMIT // 3, LIMIT))
+            self.bounded(f"evict({n:,})", evict, h.adapter, s, n)
+            counts["evict"] += 1
+        elif "store.oom.on_demand" in self.caps and self.dev is not None:
+            made = self.spill_on_demand(rng)
+            if not made:
+                return  # nothing allocated this step: nothing to check either
+        h.check(model)
+
+    def spill_on_demand(self, rng: random.Random) -> bool:
+        """An allocation that does not fit beside the store: each call of the store's OOM
+        handler stays under the limit (the test holds nothing yet). False: none made."""
+        h, dev = self.h, self.dev
+        before = h.ledger()
+        m = self.capacity - before + rng.choice((1, LIMIT // 4))
+        if m > self.capacity:
+            return False
+        dev.calls.clear()
+        outside = dev.empty(m, "uint8")
+        for c in dev.calls:
+            assert c.peak - h.baseline <= LIMIT, (
+                f"step {self.step}: during spill on demand (handler {c.handler}, shortfall "
+                f"{c.shortfall:,}) the device peaked at {c.peak - h.baseline:,} > limit "
+                f"{LIMIT:,} (the test held nothing yet; tiers before: {self.tiers})"
+            )
+        self.counts["oom"] += bool(dev.calls)
+        h.check(self.model, held=m)
+        del outside
+        return True
+
+
 @conformance_id("STORE-PEAK-001", clause="4.2")
 @requires("store")
 def test_device_peak_stays_under_limit_during_every_call(impl, make_store, device_kind):
@@ -164,66 +242,11 @@ def test_device_peak_stays_under_limit_during_every_call(impl, make_store, devic
     kw = {"capacity": capacity, "device": dev}
     if {"store.limit.host", "store.spill.disk"} <= caps:
         kw["host_limit"] = LIMIT // 2  # spills cascade to disk: every tier is read back
-    h = make_store(**kw)
-    s = h.store
+    program = _PeakProgram(make_store(**kw), dev, capacity, caps)
     rng = random.Random(4242)
-    model: dict[str, tuple[int, int]] = {}
-    counts = dict.fromkeys(("set", "get", "delete", "evict", "oom"), 0)
-
-    def bounded(what: str, fn, *args, held: int = 0):
-        result, peak = peak_during(h, lambda: fn(*args))
-        assert peak - held <= LIMIT, (
-            f"step {step}: {what}: the device peaked at {peak:,} bytes during the call, {held:,} "
-            f"of them held by the test: the store held up to {peak - held:,} > limit {LIMIT:,} "
-            f"(tiers before: {tiers})"
-        )
-        return result
-
-    def read(key):
-        return value_digest(h.device, s[key])
-
     for step in range(STEPS):
-        tiers = dict(h.snapshot().tiers)
-        r = rng.random()
-        key = f"k{rng.randrange(8)}"
-        if r < 0.4 or not model:
-            n = rng.choice(SIZES)
-            v = h.value(n, seed=step)
-            bounded(f"store[{key!r}] = <{n:,} bytes>", s.__setitem__, key, v, held=n)
-            del v
-            model[key] = (step, n)
-            counts["set"] += 1
-        elif r < 0.7:
-            key = rng.choice(sorted(model))
-            got = bounded(f"value_digest(store[{key!r}])", read, key)
-            assert got == seed_digest(*model[key]), f"{key} came back changed"
-            counts["get"] += 1
-        elif r < 0.84:
-            key = rng.choice(sorted(model))
-            bounded(f"del store[{key!r}]", s.__delitem__, key)
-            del model[key]
-            counts["delete"] += 1
-        elif r < 0.93 and "store.evict.manual" in caps:
-            n = rng.choice((1, LIMIT // 3, LIMIT))
-            bounded(f"evict({n:,})", evict, h.adapter, s, n)
-            counts["evict"] += 1
-        elif "store.oom.on_demand" in caps and dev is not None:
-            before = h.ledger()
-            m = capacity - before + rng.choice((1, LIMIT // 4))  # does not fit beside the store
-            if m > capacity:
-                continue
-            dev.calls.clear()
-            outside = dev.empty(m, "uint8")
-            for c in dev.calls:
-                assert c.peak - h.baseline <= LIMIT, (
-                    f"step {step}: during spill on demand (handler {c.handler}, shortfall "
-                    f"{c.shortfall:,}) the device peaked at {c.peak - h.baseline:,} > limit "
-                    f"{LIMIT:,} (the test held nothing yet; tiers before: {tiers})"
-                )
-            counts["oom"] += bool(dev.calls)
-            h.check(model, held=m)
-            del outside
-        h.check(model)
+        program.run(step, rng)
+    counts = program.counts
     if not counts["get"] or not counts["set"]:
         not_exercised(f"the program made no get or no set: {counts}")
     if "store.oom.on_demand" in caps and dev is not None and not counts["oom"]:

@@ -102,6 +102,21 @@ def test_a_dropped_store_leaves_no_acting_oom_handler(impl, tmp_path, device_kin
     assert h.ledger() == 0, f"{h.ledger():,} device bytes in use after the failed allocation"
 
 
+def _both_accounted(adapter, one, two, keys):
+    """Two stores given one directory: the first store's invariants hold, and their
+    disk_bytes add up to the files in the directory. The second store may keep its
+    last-read value on the device (a single value over its limit of 0, which clause 4.1
+    allows): the ledger holds both stores."""
+    b = adapter.inspect(two)
+    a = one.check(keys, held=b.device_bytes)
+    files = files_under(one.env.spill_dir)
+    assert a.disk_bytes + b.disk_bytes == sum(files.values()), (
+        f"two stores in one directory: disk_bytes {a.disk_bytes:,} + {b.disk_bytes:,} "
+        f"!= {sum(files.values()):,} bytes in {len(files)} file(s)"
+    )
+    return a, b
+
+
 @conformance_id("STORE-DISK-012", clause=("11.2", "11.3", "3.5"))
 @requires("store", "store.spill.disk", "store.limit.host")
 def test_two_stores_share_a_spill_directory(impl, make_store):
@@ -123,16 +138,7 @@ def test_two_stores_share_a_spill_directory(impl, make_store):
             two[f"k{i}"] = one.value(n, seed=100 + i)
 
         def totals():
-            # The second store may keep its last-read value on the device (a single value
-            # over its limit of 0, which clause 4.1 allows): the ledger holds both stores.
-            b = impl.adapter.inspect(two)
-            a = one.check(keys, held=b.device_bytes)
-            files = files_under(shared)
-            assert a.disk_bytes + b.disk_bytes == sum(files.values()), (
-                f"two stores in one directory: disk_bytes {a.disk_bytes:,} + {b.disk_bytes:,} "
-                f"!= {sum(files.values()):,} bytes in {len(files)} file(s)"
-            )
-            return a, b
+            return _both_accounted(impl.adapter, one, two, keys)
 
         a, b = totals()
         assert "disk" in a.tiers.values() and set(b.tiers.values()) == {"disk"}, (a, b)

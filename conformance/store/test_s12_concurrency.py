@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import queue
 import random
 import sys
 import threading
@@ -242,30 +244,34 @@ def _n_externals(profile: str) -> int:
     return {"ci": 150, "nightly": 600, "stress": 3000}[profile]
 
 
-@conformance_id("STORE-THREAD-005", clause=("12.4", "7.5"))
-@requires("store", "store.external", "store.threadsafe")
-def test_finalizers_on_other_threads_do_not_deadlock(harness, conformance_profile):
-    """Externals registered on one thread die on others (plain drops, and reference cycles
-    broken by gc.collect() on worker threads) while that thread keeps using the store.
-    A finalizer that takes the store's lock, or waits for the registering thread, hangs:
-    the deadline turns the hang into a failure."""
-    import gc
-    import queue
+class _FinalizerRace:
+    """STORE-THREAD-005's threads: an owner registers externals and keeps the store busy;
+    droppers let the externals die (plainly, or in cycles only gc.collect() frees)."""
 
-    h, s = harness, harness.store
-    n_ext = _n_externals(conformance_profile)
-    n_droppers = 3
-    handoff: queue.SimpleQueue = queue.SimpleQueue()
-    errors: list[BaseException] = []
-    progress = {"registered": 0, "dropped": 0, "collected": 0, "ops": 0}
-    keys: set[str] = set()
+    def __init__(self, harness, n_ext: int, n_droppers: int = 3) -> None:
+        self.h, self.s = harness, harness.store
+        self.n_ext, self.n_droppers = n_ext, n_droppers
+        self.handoff: queue.SimpleQueue = queue.SimpleQueue()
+        self.errors: list[BaseException] = []
+        self.progress = {"registered": 0, "dropped": 0, "collected": 0, "ops": 0}
+        self.keys: set[str] = set()
 
-    def owner():  # registers every external, keeps the store busy, never holds a proxy long
+    def threads(self) -> list[threading.Thread]:
+        threads = [threading.Thread(target=self.owner, daemon=True, name="finalizer-owner")]
+        threads += [
+            threading.Thread(target=self.dropper, args=(t,), daemon=True, name=f"finalizer-drop-{t}")
+            for t in range(self.n_droppers)
+        ]
+        return threads
+
+    def owner(self) -> None:
+        """Registers every external, keeps the store busy, never holds a proxy long."""
+        h, s, keys, progress = self.h, self.s, self.keys, self.progress
         rng = random.Random(5)
         try:
-            for i in range(n_ext):
+            for i in range(self.n_ext):
                 p = h.adapter.register_external(s, h.value(rng.choice([256, 4096, LIMIT // 8]), i))
-                handoff.put(p)
+                self.handoff.put(p)
                 del p
                 progress["registered"] += 1
                 k = f"k{rng.randrange(6)}"
@@ -279,16 +285,17 @@ def test_finalizers_on_other_threads_do_not_deadlock(harness, conformance_profil
                     del s[k]
                     keys.discard(k)
                 progress["ops"] += 1
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            self.errors.append(exc)
         finally:
-            for _ in range(n_droppers):
-                handoff.put(None)
+            for _ in range(self.n_droppers):
+                self.handoff.put(None)
 
-    def dropper(t):
+    def dropper(self, t: int) -> None:
+        """Takes each external from the owner and lets its last reference die here."""
         rng = random.Random(100 + t)
         try:
-            while (p := handoff.get()) is not None:
+            while (p := self.handoff.get()) is not None:
                 if rng.random() < 0.4:  # a cycle: only the collector can free it
                     cell: list = [p]
                     cell.append(cell)
@@ -296,37 +303,49 @@ def test_finalizers_on_other_threads_do_not_deadlock(harness, conformance_profil
                 else:
                     del p  # the last reference dies here, on this thread
                 p = None
-                progress["dropped"] += 1
+                self.progress["dropped"] += 1
                 if rng.random() < 0.15:
                     gc.collect()
-                    progress["collected"] += 1
+                    self.progress["collected"] += 1
         except BaseException as exc:  # noqa: BLE001
-            errors.append(exc)
+            self.errors.append(exc)
 
-    threads = [threading.Thread(target=owner, daemon=True, name="finalizer-owner")]
-    threads += [
-        threading.Thread(target=dropper, args=(t,), daemon=True, name=f"finalizer-drop-{t}")
-        for t in range(n_droppers)
-    ]
+
+def _still_running(threads: list[threading.Thread], deadline_s: float) -> list[str]:
+    """Start ``threads`` with many switches and join them all by one deadline: the names of
+    those still running then."""
     old = sys.getswitchinterval()
     sys.setswitchinterval(1e-5)
     try:
         for t in threads:
             t.start()
-        end = time.monotonic() + FINALIZER_DEADLINE_S
+        end = time.monotonic() + deadline_s
         for t in threads:
             t.join(max(0.0, end - time.monotonic()))
     finally:
         sys.setswitchinterval(old)
-    stuck = [t.name for t in threads if t.is_alive()]
+    return [t.name for t in threads if t.is_alive()]
+
+
+@conformance_id("STORE-THREAD-005", clause=("12.4", "7.5"))
+@requires("store", "store.external", "store.threadsafe")
+def test_finalizers_on_other_threads_do_not_deadlock(harness, conformance_profile):
+    """Externals registered on one thread die on others (plain drops, and reference cycles
+    broken by gc.collect() on worker threads) while that thread keeps using the store.
+    A finalizer that takes the store's lock, or waits for the registering thread, hangs:
+    the deadline turns the hang into a failure."""
+    h, s = harness, harness.store
+    race = _FinalizerRace(h, _n_externals(conformance_profile))
+    stuck = _still_running(race.threads(), FINALIZER_DEADLINE_S)
     if stuck:
         h.closed = True  # closing would take the lock the stuck threads hold: leak it instead
         pytest.fail(
-            f"deadlock: {stuck} still running after {FINALIZER_DEADLINE_S}s ({progress})",
+            f"deadlock: {stuck} still running after {FINALIZER_DEADLINE_S}s ({race.progress})",
             pytrace=False,
         )
-    if errors:
-        raise errors[0]
+    if race.errors:
+        raise race.errors[0]
+    keys = race.keys
     gc.collect()
     h.check(keys)
     gc.collect()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 
 import numpy as np
+import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -129,3 +130,14 @@ class LedgerMachine(RuleBasedStateMachine):
 
 
 TestLedgerModel = LedgerMachine.TestCase
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _frozen_heap():
+    """The machine's full collections (a rule, and every teardown) skip the heap that was
+    there before it started: a gc pass over pytest's and hypothesis's objects cost about
+    90 ms, 30 of the test's 35 s. What the machine allocates is still collected."""
+    gc.collect()
+    gc.freeze()
+    yield
+    gc.unfreeze()

@@ -36,10 +36,26 @@ def run_suite(args, tmp: Path, timeout: float = 900, env_extra: dict | None = No
         f"--conformance-report={report_dir}",
         *args,
     ]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
+    try:
+        proc = subprocess.run(
+            cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env
+        )
+    except subprocess.TimeoutExpired as exc:
+        # One stuck run fails the cases it held, saying so, rather than erroring every
+        # case of the zoo that shares its fixture.
+        proc = subprocess.CompletedProcess(
+            cmd,
+            returncode=-9,
+            stdout=_text(exc.stdout) + f"\n[hang guard] killed after {timeout:.0f} s: {args}\n",
+            stderr=_text(exc.stderr),
+        )
     path = report_dir / "conformance.json"
     report = json.loads(path.read_text()) if path.exists() else None
     return proc, report
+
+
+def _text(out: bytes | str | None) -> str:
+    return out.decode(errors="replace") if isinstance(out, bytes) else (out or "")
 
 
 @pytest.fixture
