@@ -12,6 +12,7 @@ each before the modules that import it (pytest warns of a plugin module already 
 
 pytest_plugins = [
     "conformance.runner.options",
+    "conformance.runner.draws",
     "conformance.runner.deviations",
     "conformance.runner.collection",
     "conformance.runner.fixtures",
