@@ -25,6 +25,7 @@ from typing import Any
 import distributed
 
 from ..api import ShuffleEnv
+from ..draws import pinned
 from ..store.harness import files_under
 from .calls import SHUFFLE_TIMEOUT, ShuffleHang, call_with_timeout, forget_error, load_inputs
 from .phase_plugins import PhaseAction, PhaseKiller, RepeatedKiller
@@ -312,7 +313,8 @@ def for_each_case(
     settings: Any, strategy: Any, body: Callable[[Any], None], examples: Sequence[Any] = ()
 ) -> None:
     """Run ``body(case)`` for each of ``examples`` (always, in every profile), then for every
-    case hypothesis draws, under the profile's settings."""
+    case hypothesis draws, under the profile's settings; the draws depend on the seed alone,
+    not on what the process imported or ran before (:func:`conformance.draws.pinned`)."""
     import warnings
 
     from hypothesis import example, given, note
@@ -326,7 +328,7 @@ def for_each_case(
     for case in examples:
         run = example(case)(run)
     run = settings(given(strategy)(run))
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), pinned():
         # distributed's scheduling uses the random module; that is not the strategy's doing
         warnings.simplefilter("ignore", HypothesisDeprecationWarning)
         run()
