@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from conformance.futures import wait
 from conformance.shuffle.harness import (
     RssSampler,
     call_with_timeout,
@@ -73,8 +74,7 @@ def generate(
     held = [made]  # handed over: nothing here holds the tables once load_inputs returned
     del made
     inputs = call_with_timeout(lambda: cluster.adapter.load_inputs(held.pop(), cluster.env), timeout)
-    with client.as_current():
-        distributed.wait(distributed.futures_of(inputs), timeout=timeout)
+    wait(client, distributed.futures_of(inputs), timeout)  # not as_current() (issue 45)
     summaries = client.gather(sums)
     return inputs, summaries, schema
 

@@ -32,6 +32,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 
 from conformance.adapters._layout import land, ship
 from conformance.api import ShuffleEnv
+from conformance.futures import settle
 from conformance.shuffle.workers import worker_addresses
 
 WORKERS_TIMEOUT = 60.0  # seconds to wait for env.n_workers (a killed worker's nanny restarts it)
@@ -170,17 +171,9 @@ _FAILED = ("error", "cancelled")
 
 
 def _settle(client: Any, futures: list[Any]) -> None:
-    """Wait until every future is done, failed or cancelled; ``distributed.wait`` raises once
-    all are done if any was cancelled, and each caller judges the cancelled ones itself."""
-    from concurrent.futures import CancelledError
-
-    import distributed
-
-    with client.as_current():
-        try:
-            distributed.wait(futures)
-        except CancelledError:
-            pass
+    """Wait until every future is done, failed or cancelled (each caller judges the cancelled
+    ones itself), through no ``Client.as_current()``: reads run two at a time (issue 45)."""
+    settle(client, futures)
 
 
 def _failure(future: Any) -> BaseException:

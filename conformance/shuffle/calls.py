@@ -11,6 +11,8 @@ from typing import Any
 
 import distributed
 
+from ..futures import wait
+
 SHUFFLE_TIMEOUT = 120.0  # a shuffle that takes longer hangs (clause 14.5)
 
 
@@ -27,8 +29,7 @@ def load_inputs(adapter: Any, env: Any, client: Any, tables: Sequence[Any], time
     inputs = call_with_timeout(lambda: loader(list(tables), env), timeout)
     futures = distributed.futures_of(inputs)
     if futures:
-        with client.as_current():
-            distributed.wait(futures, timeout=timeout)
+        wait(client, futures, timeout)  # not as_current(): a hung call's thread may be in it
     return inputs
 
 

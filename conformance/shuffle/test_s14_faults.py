@@ -12,6 +12,7 @@ import pytest
 
 from conformance import conditions, conformance_id, not_exercised, requires
 from conformance.api import WorkerTables
+from conformance.futures import wait
 from conformance.shuffle import oracle as oracle
 from conformance.shuffle.calls import SHUFFLE_TIMEOUT, ShuffleHang, call_with_timeout, forget_error
 from conformance.shuffle.harness import remove_files
@@ -126,8 +127,7 @@ def _inputs_from_worker_tables(cluster, case, homes: list[str]) -> tuple[list, o
     made.schema = case.schema
     load = cluster.adapter.load_inputs
     inputs = call_with_timeout(lambda tables=made: load(tables, cluster.env), SHUFFLE_TIMEOUT)
-    with client.as_current():
-        distributed.wait(distributed.futures_of(inputs), timeout=SHUFFLE_TIMEOUT)
+    wait(client, distributed.futures_of(inputs), timeout=SHUFFLE_TIMEOUT)
     return placed, inputs
 
 
