@@ -4,9 +4,10 @@
 ``dask.config.set(scheduler="dask.distributed")``, which is process-global: two threads in it
 that leave in the order they entered leave that setting behind for the whole process, and
 every later ``compute()`` on dask's default scheduler fails with "Requested dask.distributed
-scheduler but no Client active" (issue 45: SHUF-DASK-001 after SHUF-CONC-001's two shuffles at
-once; ``docs/findings/dask-tasks-repro/as_current_leaks_scheduler.py``). The suite's waits run
-in threads that can overlap, so they name the client's loop instead.
+scheduler but no Client active" (issue 45: SHUF-DASK-001's ``sort_values``, run after other
+tests; ``docs/findings/dask-tasks-repro/as_current_leaks_scheduler.py``). The suite's waits run
+in threads that can overlap (SHUF-CONC-001's two shuffles at once, a call a ShuffleHang left
+running), so they name the client's loop instead.
 """
 
 from __future__ import annotations
