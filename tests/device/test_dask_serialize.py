@@ -18,6 +18,17 @@ from reference_impl.device import SimArray, SimDevice, default_sim_device
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _registered():
+    """What a process using the reference does: dask learns the reference's types only by
+    ``register()`` or through the lazy hook, and the hook is set only where distributed was
+    imported before ``reference_impl`` (this file alone: passes; after tests/device's other
+    modules imported the reference first: 5 failures, 2026-12-07)."""
+    import reference_impl
+
+    reference_impl.register()
+
+
 @pytest.fixture
 def dev():
     return SimDevice("1 MiB")
