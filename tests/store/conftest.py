@@ -7,7 +7,6 @@ import gc
 import numpy as np
 import pytest
 
-from conformance.runner.heap import freeze_what_is_alive, thaw
 from reference_impl import ProxifyHostFile, get_device
 
 NB = 400  # bytes of one test array (50 float64)
@@ -51,16 +50,3 @@ def make_store(dev, tmp_path):
 def value_of(x) -> float:
     """First element of a device value (real use of a proxy)."""
     return float(np.asarray(x)[0])
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _frozen_heap():
-    """Collections skip what was alive when the module started (one full collection, then
-    ``gc.freeze``): these tests collect garbage before reading a ledger, and a full pass over
-    pytest's, hypothesis's and dask's objects cost 0.1-0.7 s each (tests/store and
-    tests/table: 148 s of collections at a load of 6, 36 s frozen). What the module's tests
-    allocate is still collected. Not global: tests/device's serialization tests fail under
-    it, for a reason not yet found."""
-    freeze_what_is_alive()
-    yield
-    thaw()

@@ -8,7 +8,6 @@ import gc
 
 import pytest
 
-from conformance.runner.heap import freeze_what_is_alive, thaw
 from reference_impl import Table
 from reference_impl.device import SimDevice
 
@@ -38,16 +37,3 @@ def dev(request):
     leaked = {a: n for a, n in device.live_allocations().items() if a not in held}
     if leaked:
         pytest.fail(f"the test left {sum(leaked.values()):,} bytes on the device ledger")
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _frozen_heap():
-    """Collections skip what was alive when the module started (one full collection, then
-    ``gc.freeze``): these tests collect garbage before reading a ledger, and a full pass over
-    pytest's, hypothesis's and dask's objects cost 0.1-0.7 s each (tests/store and
-    tests/table: 148 s of collections at a load of 6, 36 s frozen). What the module's tests
-    allocate is still collected. Not global: tests/device's serialization tests fail under
-    it, for a reason not yet found."""
-    freeze_what_is_alive()
-    yield
-    thaw()
