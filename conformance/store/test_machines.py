@@ -26,10 +26,13 @@ def _run(impl, device_kind, tmp_path, settings, **kw) -> None:
     try:
         run_state_machine_as_test(machine, settings=settings)
     except BaseException as exc:
-        code = replay.program(exc, impl.spec, device_kind, any_keys=kw.get("any_keys", False),
-                              world=kw.get("world", False))
-        if code is not None:
-            exc.add_note(code)
+        # Hypothesis reports distinct failures as an ExceptionGroup, each with its own steps:
+        # each gets its own program.
+        for one in exc.exceptions if isinstance(exc, BaseExceptionGroup) else (exc,):
+            code = replay.program(one, impl.spec, device_kind,
+                                  any_keys=kw.get("any_keys", False), world=kw.get("world", False))
+            if code is not None:
+                one.add_note(code)
         exc.conformance_failed_clauses = failed_clauses(exc, machine)
         raise
     guard.check()

@@ -15,6 +15,18 @@ import sys
 from conftest import META, REPO, run_suite
 
 
+def _failure_lines(out: str) -> list[str]:
+    """pytest's failure text without its frame: ``E       `` for one failure, ``    | ``
+    inside an ExceptionGroup's sub-failures."""
+    lines = []
+    for ln in out.splitlines():
+        if ln.startswith("E"):
+            lines.append(ln.removeprefix("E").removeprefix("       "))
+        elif re.match(r"^\s+\| ?", ln):
+            lines.append(re.sub(r"^\s+\| ?", "", ln))
+    return lines
+
+
 def test_printed_program_replays_the_failure(tmp_path):
     proc, _report = run_suite(
         ["conformance", "--impl=inhouse_store:state_bug", "--conformance-ids=STORE-STATE-001",
@@ -23,9 +35,10 @@ def test_printed_program_replays_the_failure(tmp_path):
     )
     out = proc.stdout
     assert proc.returncode == 1, out[-3000:]
-    lines = [ln.removeprefix("E").removeprefix("       ") for ln in out.splitlines() if ln.startswith("E")]
-    text = "\n".join(lines)
-    start = text.index("from conformance.replay import *")
+    text = "\n".join(_failure_lines(out))
+    # The program printed after this failure's error (hypothesis may report other distinct
+    # failures of the same store, each with a program of its own).
+    start = text.index("from conformance.replay import *", text.index("keys()/len() disagree"))
     code = text[start : text.index("state.teardown()", start) + len("state.teardown()")]
     error = re.search(r"InvariantError: (keys\(\)/len\(\) disagree[^\n]*)", out)
     assert error, out[-3000:]
