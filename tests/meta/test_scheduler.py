@@ -93,7 +93,12 @@ def _replays_under_a_hog(runs: int) -> None:
             assert hog.poll() is None, "the hog stopped early: the load went away"
 
 
+@pytest.mark.slow  # out of CI until the cause is fixed: ci/known_flakes.txt, issue 45
 def test_a_seed_replays_its_schedule_with_every_core_busy():
+    """Failed once (2026-12-07, the README command on a fresh clone: the hog plus the other
+    xdist worker's load; (906, 262) != (915, 282)); 3 of 3 alone under the hog. Suspect: a
+    thread waiting for the GIL sleeps in the kernel (a futex, state S) with its CPU time
+    still, which the scheduler reads as blocked."""
     _replays_under_a_hog(HOG_RUNS_CI)
 
 
