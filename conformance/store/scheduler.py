@@ -19,10 +19,19 @@ at every line: waits until it is back in the queue or still blocked. So the thre
 release wakes takes that lock and rejoins the queue at the same line of the others every
 time (a released lock would otherwise go to whichever thread the machine ran first).
 
+The collector never starts by itself during a run. An automatic collection starts when
+allocations on *any* thread of the process cross a threshold, and it runs the finalizers of
+whatever garbage is due, from before the run too, on the thread that crossed it: their lines
+would be switch points at a place the load decides (a replay under the load of another test
+ran a leftover finalizer's 9 lines inside the run, 2026-12-07). So a run starts after a full
+collection and runs with automatic collection off. Finalizers still run where
+a reference count drops to zero, and a target that wants a collection at some point calls
+``gc.collect()`` there: both are lines of the schedule like any other.
+
 Guarantee (Linux, where both probes exist): for a seed, the schedule (every switch point,
 every switch, every stall-driven hand-off, recorded in :attr:`Schedule.stall_at`) is the same
 on any load, as long as the threads block only on each other (locks, events, queues between
-them). A thread that sleeps or waits on something outside the run (a timer, I/O, a thread
+them) and no thread outside the run hands them objects while it runs. A thread that sleeps or waits on something outside the run (a timer, I/O, a thread
 not under the scheduler) is blocked until the world, not a thread, wakes it: where it
 rejoins is up to the world, and ``stall_at`` tells such runs apart. Elsewhere the probes
 fall back to the clock (no line for :data:`QUIET_S`), which holds on an idle machine only.
@@ -36,7 +45,8 @@ import random
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 QUIET_S = 0.005  # at least: no CPU time for this long (and asleep) is blocked; see _quiet_s
@@ -111,17 +121,16 @@ class _Turns:
     """Whose turn it is. Nobody runs until every thread has arrived at its first point.
 
     A thread waits for its turn on its own baton (a lock the thread whose turn ends
-    releases), never inside the scheduler's critical section. That section holds ``_mu``
-    with the garbage collector off: a collection there could run a finalizer that takes an
-    implementation's lock, held by a thread blocked on ``_mu`` (a lock-order inversion the
-    scheduler itself would add).
+    releases), never inside the scheduler's critical section (``_mu``). No collection starts
+    inside that section (the collector is off during a run): its finalizer could take an
+    implementation's lock held by a thread blocked on ``_mu``, a lock-order inversion the
+    scheduler itself would add.
     """
 
     def __init__(self, n: int, seed: int, switch_p: float) -> None:
         self.rng = random.Random(seed)
         self.switch_p = switch_p
         self._mu = threading.Lock()
-        self._gc = gc.isenabled()
         self._batons = [threading.Lock() for _ in range(n)]
         for baton in self._batons:
             baton.acquire()  # released once per turn handed to its thread
@@ -136,18 +145,13 @@ class _Turns:
         self.started = False
         self.stopping = False
         self.settling = False  # the running thread settles the stalled ones: not blocked
-        self.gc_off = 0  # settles in progress: the collector stays off until they end
         self.stats = Schedule(seed)
         self.quiet = _quiet_s()  # once: the watcher's loop must build no tuple (max() would)
 
     def _enter(self) -> None:
         self._mu.acquire()
-        if self._gc:
-            gc.disable()  # nothing between these two allocates: no collection under _mu
 
     def _exit(self) -> None:
-        if self._gc and not self.gc_off:
-            gc.enable()
         self._mu.release()
 
     def _hand_on(self, me: int | None) -> None:
@@ -166,23 +170,14 @@ class _Turns:
     def _settle(self, me: int | None) -> None:
         """Wait until every stalled thread (but ``me``) is back in the queue or still blocked:
         a hand-off then sees the same queue whatever the machine's load. Called outside
-        ``_mu``, with the collector off throughout (a collection here could run a finalizer
-        that waits on a stalled thread)."""
-        self._enter()
-        self.gc_off += 1
-        self._exit()
-        try:
-            while not self.stopping:
-                for t in range(self.n):
-                    if t != me and t in self.stalled and not self._blocked(t):
-                        break
-                else:
-                    return
-                time.sleep(TICK_S)
-        finally:
-            self._enter()
-            self.gc_off -= 1
-            self._exit()
+        ``_mu``."""
+        while not self.stopping:
+            for t in range(self.n):
+                if t != me and t in self.stalled and not self._blocked(t):
+                    break
+            else:
+                return
+            time.sleep(TICK_S)
 
     def point(self, me: int) -> None:
         self.inside[me] = True
@@ -250,9 +245,9 @@ class _Turns:
     def watch(self) -> None:
         """Pass the turn on when its holder is blocked (see the module's docstring).
 
-        Its loop allocates little and nothing that outlives an iteration, and runs with the
-        collector off around its checks, so no finalizer of the implementation's runs on this
-        thread: one that blocked here on an implementation's lock would stop every hand-off."""
+        Its loop allocates little and nothing that outlives an iteration, and no collection
+        starts during a run, so no finalizer of the implementation's runs on this thread: one
+        that blocked here on an implementation's lock would stop every hand-off."""
         while not self.stopping:
             time.sleep(TICK_S)
             r = self.running
@@ -287,6 +282,27 @@ def run_scheduled(
     Returns what happened; exceptions the targets raised are in ``errors`` and threads
     still running at the deadline in ``stuck`` (a deadlock).
     """
+    with _no_automatic_collection():
+        return _run(targets, seed, switch_p, deadline)
+
+
+@contextmanager
+def _no_automatic_collection() -> Iterator[None]:
+    """A full collection, then the collector off for the run (module docstring). Nothing is
+    collected after it: a finalizer could wait on a lock a stuck thread holds."""
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _run(
+    targets: list[Callable[[], None]], seed: int, switch_p: float, deadline: float
+) -> Schedule:
     turns = _Turns(len(targets), seed, switch_p)
 
     def tracer(me: int):
