@@ -72,6 +72,14 @@ def _rerun_property(case: ET.Element) -> str | None:
     return None
 
 
+def _environment_rerun(case: ET.Element) -> str | None:
+    """conformance.runner.environment's property: the first attempt failed on the machine."""
+    for prop in case.iter("property"):
+        if prop.get("name") == "conformance_environment_rerun" and prop.get("value"):
+            return prop.get("value")
+    return None
+
+
 def read(paths: list[Path]) -> dict[str, Record]:
     """Test id -> what the runs did with it (a file that does not parse is a failed run)."""
     out: dict[str, Record] = {}
@@ -104,6 +112,11 @@ def read(paths: list[Path]) -> dict[str, Record]:
                 if not rec.first:
                     rec.first, rec.first_run = text, run
                 continue
+            env_rerun = _environment_rerun(case)
+            if env_rerun:  # the suite reran it after the machine failed: named, not counted
+                rec.environment += 1
+                if not rec.first:
+                    rec.first, rec.first_run = f"[environment, rerun] {env_rerun}", run
             why = _rerun_property(case)
             if why:
                 rec.rerun += 1

@@ -41,6 +41,13 @@ def not_exercised(reason: str) -> NoReturn:
     raise NotExercised(f"{NOT_EXERCISED_PREFIX} {reason}", allow_module_level=False)
 
 
+class EnvironmentFailure(RuntimeError):
+    """The machine failed, not the implementation (a nanny that never brought a killed worker
+    back, a port taken): the judged test runs once more, and the report names the first
+    attempt's failure (``conformance.runner.environment``). Raise it only for what no
+    implementation could cause."""
+
+
 def requires(*capabilities: str, without: str | None = None):
     """Declare the capabilities a test needs; undeclared ones make it N/A for that impl.
 
@@ -54,6 +61,7 @@ def requires(*capabilities: str, without: str | None = None):
 
 __all__ = [
     "NOT_EXERCISED_PREFIX",
+    "EnvironmentFailure",
     "SPEC_VERSION",
     "SUITE_VERSION",
     "NotExercised",

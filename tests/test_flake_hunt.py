@@ -62,10 +62,15 @@ def test_errors_always_failing_tests_and_unreadable_junit_are_listed(tmp_path):
 
 
 def test_a_pass_only_on_a_rerun_is_a_flake(tmp_path):
-    rerun = '<properties><property name="passed_on_rerun" value="[\'SHUF-FAULT-003\']"/></properties>'
+    rerun = (
+        '<properties><property name="passed_on_rerun" value="[\'SHUF-FAULT-003\']"/></properties>'
+    )
     calm = '<properties><property name="conformance_flaky" value="[0, 3]"/></properties>'
     proc = _report(tmp_path, [_case("test_control", rerun) + _case("test_manifest", calm)])
-    assert "FLAKY tests.meta.test_x::test_control: failed 0/1, passed only on a rerun 1/1" in proc.stdout
+    assert (
+        "FLAKY tests.meta.test_x::test_control: failed 0/1, passed only on a rerun 1/1"
+        in proc.stdout
+    )
     assert "test_manifest" not in proc.stdout  # a manifest's flaky entry whose runs all passed
     assert proc.returncode == 1
 
@@ -73,13 +78,23 @@ def test_a_pass_only_on_a_rerun_is_a_flake(tmp_path):
 def test_known_flakes_and_environment_failures_do_not_fail_the_hunt(tmp_path):
     nanny = '<failure message="the nanny never restarted worker tcp://127.0.0.1:1">x</failure>'
     flaky = '<failure message="boom">x</failure>'
-    runs = [_case("test_kill", nanny) + _case("test_known", flaky), _case("test_kill") + _case("test_known")]
+    reran = '<properties><property name="conformance_environment_rerun" value="NannyNeverRestarted: x"/></properties>'
+    runs = [
+        _case("test_kill", nanny) + _case("test_known", flaky) + _case("test_reran", reran),
+        _case("test_kill") + _case("test_known") + _case("test_reran"),
+    ]
     known = tmp_path / "known.txt"
     known.write_text("# tracked in issue 99\ntests.meta.test_x::test_known\n", encoding="utf-8")
     proc = _report(tmp_path, runs, "--known", str(known))
     assert proc.returncode == 0, proc.stdout
     assert "ENVIRONMENT tests.meta.test_x::test_kill: failed 0/1, environment 1" in proc.stdout
     assert "FLAKY tests.meta.test_x::test_known: failed 1/2" in proc.stdout
+    assert (  # the suite's own rerun after the machine failed (conformance/runner/environment.py)
+        "ENVIRONMENT tests.meta.test_x::test_reran: failed 0/2, environment 1 (not counted); "
+        "first in "
+        in proc.stdout
+        and "[environment, rerun] NannyNeverRestarted: x" in proc.stdout
+    ), proc.stdout
 
 
 def test_the_hunt_runs_tests_n_times_and_names_the_flaky_one(tmp_path):
@@ -107,7 +122,10 @@ def test_the_hunt_runs_tests_n_times_and_names_the_flaky_one(tmp_path):
 
 
 def test_the_hunt_refuses_bad_arguments():
-    for args, why in ((["--runs", "0", "--", "x"], "--runs wants a positive number"), ([], "name the tests")):
+    for args, why in (
+        (["--runs", "0", "--", "x"], "--runs wants a positive number"),
+        ([], "name the tests"),
+    ):
         proc = subprocess.run(["bash", str(REPO / "ci" / "flake_hunt.sh"), *args],
                               capture_output=True, text=True, timeout=60, cwd=REPO)  # fmt: skip
         assert proc.returncode == 2 and why in proc.stderr

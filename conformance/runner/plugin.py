@@ -14,6 +14,7 @@ pytest_plugins = [
     "conformance.runner.options",
     "conformance.runner.draws",
     "conformance.runner.deviations",
+    "conformance.runner.environment",
     "conformance.runner.collection",
     "conformance.runner.fixtures",
     "conformance.runner.summary",

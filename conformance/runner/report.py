@@ -26,6 +26,7 @@ SPEC_FILE = Path(__file__).resolve().parent.parent / "SPEC.md"
 # As the repository names it, and as the wheel does (relative to site-packages); the JSON
 # keeps this form, the Markdown rewrites it for its reader (links.for_reader).
 SPEC_LINK = "conformance/SPEC.md"
+ENVIRONMENT_RERUN = "conformance_environment_rerun"  # runner/environment.py's property
 # Cells that carry a note (reason and link) under the table: every cell but a pass.
 NOTED = ("FAIL", "N/A", "XPASS", "xfail", "flaky", "not exercised", "skip")
 
@@ -123,6 +124,8 @@ class Results:
             if status == "flaky":
                 failed, runs = props["conformance_flaky"]
                 rec["flaky_failed"], rec["flaky_runs"] = int(failed), int(runs)
+        if props.get(ENVIRONMENT_RERUN):  # the first attempt failed on the machine
+            rec["environment_rerun"] = " ".join(str(props[ENVIRONMENT_RERUN]).split())
         if props.get("conformance_detail") and status == rec["status"]:
             rec["detail"] = props["conformance_detail"]
         if col not in self.columns:
@@ -209,6 +212,10 @@ class Results:
                 if rec["status"] in NOTED and (rec["reason"] or rec["link"]):
                     key = (rec["status"], rec["reason"], rec["link"])
                     text += f" [{notes.setdefault(key, len(notes) + 1)}]"
+                if rec.get("environment_rerun"):  # never silently green
+                    key = ("rerun", f"the first attempt failed on the environment, not the "
+                           f"implementation: {rec['environment_rerun']}", None)  # fmt: skip
+                    text += f" (rerun) [{notes.setdefault(key, len(notes) + 1)}]"
                 texts.append(text)
             links = ", ".join(
                 f"[{c}]({for_reader(clause_link(c), base, within)})" for c in clauses.get(cid, [])

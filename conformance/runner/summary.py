@@ -49,7 +49,9 @@ def pytest_runtest_makereport(item, call):
     the report."""
     report = yield
     crash = getattr(report.longrepr, "reprcrash", None)
-    failed = getattr(call.excinfo.value, "conformance_failed_clauses", None) if call.excinfo else None
+    failed = (
+        getattr(call.excinfo.value, "conformance_failed_clauses", None) if call.excinfo else None
+    )
     if failed and report.when == "call":
         report.user_properties.append(("conformance_failed_clauses", list(failed)))
     prefix = failure_prefix(item, failed) if report.failed and crash is not None else None

@@ -9,6 +9,7 @@ from typing import Any
 
 import distributed
 
+from ... import EnvironmentFailure
 from .. import faults as faults
 from ..judge import Landing, field_metadata_kept, outcome_problems
 from ..rich_tables import describe
@@ -17,9 +18,10 @@ from ..tables import ShuffleCase
 HEAL = 60.0  # seconds for a killed worker's nanny to bring it back
 
 
-class NannyNeverRestarted(RuntimeError):
+class NannyNeverRestarted(EnvironmentFailure):
     """The environment, not the shuffle: distributed's nanny did not bring a SIGKILLed worker
-    back (about 1 in 40 kills). ci/flake_report.py names it an environment failure."""
+    back (about 1 in 40 kills). The test runs once more (conformance.runner.environment), and
+    ci/flake_report.py names it an environment failure."""
 
 
 def healed(client: Any, n_workers: int) -> None:
