@@ -106,7 +106,9 @@ class LedgerMachine(RuleBasedStateMachine):
     @invariant()
     def ledger_equals_live_base_allocations(self):
         assert self.dev.bytes_in_use() == self.model_bytes()
-        assert self.dev.live_allocations() == dict({self.dev.allocation_of(h) for h in self.handles})
+        assert self.dev.live_allocations() == dict(
+            {self.dev.allocation_of(h) for h in self.handles}
+        )
 
     @invariant()
     def never_above_capacity(self):
@@ -132,12 +134,7 @@ class LedgerMachine(RuleBasedStateMachine):
 TestLedgerModel = LedgerMachine.TestCase
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _frozen_heap():
-    """The machine's full collections (a rule, and every teardown) skip the heap that was
-    there before it started: a gc pass over pytest's and hypothesis's objects cost about
-    90 ms, 30 of the test's 35 s. What the machine allocates is still collected."""
-    gc.collect()
-    gc.freeze()
-    yield
-    gc.unfreeze()
+# The machine's full collections (a rule, and every teardown) skip the heap that was there
+# before it started (tests/conftest.py's frozen_heap): a gc pass over pytest's and
+# hypothesis's objects cost about 90 ms, 30 of the test's 35 s.
+pytestmark = pytest.mark.usefixtures("frozen_heap")

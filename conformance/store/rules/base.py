@@ -8,7 +8,6 @@ machine's own records, never the store.
 
 from __future__ import annotations
 
-import gc
 import tempfile
 from collections import Counter
 from collections.abc import Hashable
@@ -18,6 +17,7 @@ from typing import Any, Self
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, initialize
 
+from ...runner.heap import freeze_what_is_alive
 from .. import strategies as S
 from ..harness import LIMIT, StoreHarness, make_device
 from ..model import Held, StoreModel
@@ -123,12 +123,11 @@ class MachineBase:
         if self.world:
             host_limit = 0  # the environment's rules want values on disk, at once
         self.host_limit = host_limit if self.has("store.limit.host") else None
-        gc.collect()
         # Everything that exists now (hypothesis's own state, the test process) goes to
         # the collector's permanent generation: the many collections this machine makes
         # to find the store's cyclic garbage then scan only what was made since (each
-        # took 33 ms, 82% of the machine's time). teardown() unfreezes it.
-        gc.freeze()
+        # took 33 ms, 82% of the machine's time). teardown() thaws it.
+        freeze_what_is_alive()
         # Each example in a directory of its own: what a failed example left behind (a
         # store that could not clean up) must not fail the next one, or its replay.
         self.here = tempfile.mkdtemp(prefix="example-", dir=self.root)

@@ -9,6 +9,7 @@ import sys
 
 from hypothesis.stateful import precondition, rule
 
+from ...runner.heap import thaw
 from .. import strategies as S
 from ..harness import files_under
 from .base import SIDES
@@ -48,7 +49,7 @@ class ClosingRules:
             self._teardown(failing=sys.exc_info()[0] is not None)
         finally:
             self.world_teardown()
-            gc.unfreeze()  # what start() froze
+            thaw()  # what start() froze
 
     def _teardown(self, failing: bool) -> None:
         """``failing``: a rule already failed, so only clean up."""
