@@ -3,6 +3,10 @@
 Not the reference: an ordered dict per tier (device, host, disk), least-recently-used eviction,
 one lock, device leaves copied to host and written with ``np.save``. It hands out the stored
 arrays themselves (no proxies), so it declares no ``store.proxy``, and only the tiers it has.
+As written it has a bug of its own that nobody put there on purpose: a host-only value moved to
+its host tier counts 0 bytes (``_spill`` sizes device leaves only), so ``host_bytes`` and its
+host limit miss it (clause 3.7); STORE-STATE-001 finds it ("host_bytes=0 but host-only values
+in the host tier hold at least 16 bytes", classified 2026-12-07: the store's, not the model's).
 
 Variants (zoo members, ``--impl=inhouse_store:<name>``):
 - ``adapter``: the store as written;
