@@ -106,6 +106,35 @@ def test_externals_dying_while_spilled_give_every_byte_back(impl, make_store):
     assert snap.device_bytes == 4 * n and h.ledger() == 4 * n, (snap, h.ledger())
 
 
+@conformance_id("STORE-EXT-006", clause=("7.4", "7.1", "7.3"))
+@requires("store", "store.external")
+def test_registered_then_stored_counted_once(harness):
+    """STORE-EXT-004's other order: an object registered as an external first and stored under
+    a key after (a worker storing a value it registered while computing it) is counted once.
+    With the key deleted while the object lives it is an external again, counted (7.1); dropped,
+    it is gone (7.3). (The reference's index once raised on this store: no test took the order.)"""
+    h = harness
+    h.store["other"] = h.value(1000, seed=2)
+    p = h.adapter.register_external(h.store, h.value(4000, seed=1))
+    h.store["k"] = p
+    snap = h.check({"k", "other"})
+    assert snap.device_bytes == 5000, (
+        f"an external stored under a key is counted {snap.device_bytes - 1000:,} bytes, not 4,000"
+    )
+    assert value_digest(h.device, h.store["k"]) == seed_digest(1, 4000)
+    del h.store["k"]
+    snap = h.check({"other"})
+    assert snap.device_bytes == 5000, (
+        f"its key deleted, the registered object lives: 4,000 bytes of external, yet "
+        f"device_bytes={snap.device_bytes:,} (1,000 of them the other key)"
+    )
+    assert value_digest(h.device, p) == seed_digest(1, 4000)
+    del p
+    gc.collect()
+    snap = h.check({"other"})
+    assert snap.device_bytes == 1000 and h.ledger() == 1000, (snap, h.ledger())
+
+
 def _externals_workload(h, n_ops: int, seed: int):
     """Per-thread bodies mixing set, get and delete of the thread's own keys with
     register_external, each thread handing its externals to the next, which drops them

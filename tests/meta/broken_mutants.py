@@ -150,6 +150,41 @@ SET_EVICTS_THRICE = mutant(
     "self.evict_device(3 * (accounting.device_bytes - self.device_memory_limit))",
 )
 
+# Survivors of the issue-44 sample (commit 55c51d5, docs/mutation-triage.toml), one each.
+SHARED_TAKEN_FOR_LONE = mutant(
+    "mutant-shared-taken-for-lone", ("3.9", "5.5"), "reference_impl.store.index",
+    "UnitIndex.solo_record", "if type(rec.holders) is set:", "if not type(rec.holders) is set:",
+)
+LAST_KEY_LEFT_AS_SET = mutant(
+    "mutant-last-key-left-as-set", ("3.9", "3.3"), "reference_impl.store.index",
+    "UnitIndex.discard_key", "if len(holders) == 1:", "if len(holders) != 1:",
+)
+LINKS_UNCOUNTED_TWICE = mutant(
+    "mutant-links-uncounted-twice", ("3.9", "5.5"), "reference_impl.store.index",
+    "UnitIndex.discard_key", "self.links -= 1", "self.links -= 2",
+)
+TUPLE_KEY_KEEPS_ITS_HOLD = mutant(
+    "mutant-tuple-key-keeps-its-hold", ("3.9", "5.5"), "reference_impl.store.hostfile",
+    "ProxifyHostFile._remove_entry", "rec = records.get(pid)\n        if rec is not None:",
+    "rec = records.get(pid)\n        if not rec is not None:",
+)
+TUPLE_TAKEN_FOR_ITS_LAST_ARRAY = mutant(
+    "mutant-tuple-taken-for-its-last-array", ("3.9", "3.6"), "reference_impl.store.index",
+    "UnitIndex.add_entry", "if len(entry.pids) == 1:", "if not len(entry.pids) == 1:",
+)
+EXTERNAL_STORED_CRASHES = mutant(
+    "mutant-external-stored-crashes", ("7.4",), "reference_impl.store.index",
+    "UnitIndex.add_entry", "if queued is None:", "if not queued is None:",
+)
+TABLE_WITHOUT_BUFFERS_REFUSED = mutant(
+    "mutant-table-without-buffers-refused", ("2.7",), "reference_impl.store.records",
+    "Record.set_allocs", "if len(allocs) == 1:", "if len(allocs) == 0:",
+)
+CLEAN_COPY_LEAVES_A_BYTE = mutant(
+    "mutant-clean-copy-leaves-a-byte", ("6.4", "3.5"), "reference_impl.store.accounting",
+    "Accounting.reuse_clean", "rec.clean_nbytes = 0", "rec.clean_nbytes = 1",
+)
+
 ZOO: dict[str, tuple[type, str]] = {
     "mutant_unspill_room_of_base": (UNSPILL_ROOM_OF_BASE, "STORE-LIMIT-008"),
     "mutant_set_evicts_thrice": (SET_EVICTS_THRICE, "STORE-LIMIT-008"),
@@ -168,4 +203,12 @@ ZOO: dict[str, tuple[type, str]] = {
     "mutant_send_unspills": (SEND_UNSPILLS, "STORE-USE-003"),
     "mutant_closed_reads_zeros": (CLOSED_READS_ZEROS, "STORE-USE-004"),
     "mutant_dead_oom_handler_claims_progress": (DEAD_HANDLER_CLAIMS, "STORE-CLOSE-002"),
+    "mutant_shared_taken_for_lone": (SHARED_TAKEN_FOR_LONE, "STORE-ALIAS-005"),
+    "mutant_last_key_left_as_set": (LAST_KEY_LEFT_AS_SET, "STORE-ALIAS-005"),
+    "mutant_links_uncounted_twice": (LINKS_UNCOUNTED_TWICE, "STORE-ALIAS-005"),
+    "mutant_tuple_key_keeps_its_hold": (TUPLE_KEY_KEEPS_ITS_HOLD, "STORE-ALIAS-005"),
+    "mutant_tuple_taken_for_its_last_array": (TUPLE_TAKEN_FOR_ITS_LAST_ARRAY, "STORE-ALIAS-005"),
+    "mutant_external_stored_crashes": (EXTERNAL_STORED_CRASHES, "STORE-EXT-006"),
+    "mutant_table_without_buffers_refused": (TABLE_WITHOUT_BUFFERS_REFUSED, "STORE-TABLE-002"),
+    "mutant_clean_copy_leaves_a_byte": (CLEAN_COPY_LEAVES_A_BYTE, "STORE-UNSPILL-005"),
 }
