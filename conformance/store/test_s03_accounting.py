@@ -237,6 +237,52 @@ def test_keys_sharing_memory_move_and_leave_as_one(make_store):
     empty("a tuple and one of its arrays, deleted")
 
 
+def _arrow_table():
+    """Ints with nulls and strings: a table of several device buffers."""
+    import pyarrow as pa
+
+    rows = 1000
+    return pa.table(
+        {
+            "k": pa.array([None if i % 7 == 0 else i for i in range(rows)], pa.int64()),
+            "s": pa.array([None if i % 11 == 0 else f"s-{i}" * (i % 4) for i in range(rows)]),
+        }
+    )
+
+
+@conformance_id("STORE-TABLE-003", clause=("3.9", "3.2"))
+@requires("store", "store.table", "store.alias.dedup", "store.evict.manual", "store.spill.host")
+def test_a_table_and_its_slice_move_as_one(make_store):
+    """A table (many device buffers) and a zero-copy slice of it under another key share those
+    buffers: one group. With an array stored between them, evict(1) takes the least recently
+    used, the table, and with it the slice; the array, used more recently, stays. (A mutant of
+    the reference checked only single-buffer values for shared memory: it spilled the table
+    alone, freeing nothing, then the array, and left the slice on the device.)"""
+    h = make_store()
+    s = h.store
+    from reference_impl import Table
+
+    table = Table.from_arrow(_arrow_table(), h.device)
+    s["table"] = table
+    s["array"] = h.value(LIMIT // 8, seed=5)
+    s["rows"] = table.slice(100, 400)
+    del table
+    keys = {"table", "array", "rows"}
+    evict(h.adapter, s, 1)
+    tiers = h.check(keys).tiers
+    assert tiers["table"] == tiers["rows"] != "device" and tiers["array"] == "device", (
+        f"evict(1) with the table least recently used: tiers {dict(tiers)} (the table and its "
+        f"slice share their buffers: they leave together, and the array has no need to)"
+    )
+    assert s["rows"].to_arrow().equals(_arrow_table().slice(100, 300))
+    assert s["table"].to_arrow().equals(_arrow_table())
+    h.check(keys)
+    for k in keys:
+        del s[k]
+    snap = h.check(set())
+    assert (snap.device_bytes, snap.host_bytes, snap.disk_bytes) == (0, 0, 0), snap
+
+
 # --------------------------------------------------------------------------- every removal path
 N = LIMIT // 4
 

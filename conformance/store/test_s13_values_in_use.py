@@ -165,6 +165,47 @@ def test_spilled_and_nested_values_pickle(harness):
     h.check({"n"} | {f"f{i}" for i in range(4)})
 
 
+@conformance_id("STORE-PICKLE-003", clause=("13.7", "13.2", "3.1", "3.3"))
+@requires("store", "store.pickle")
+def test_unpickled_values_can_be_stored_again(impl, make_store):
+    """Two handed-out values, one spilled when pickled and one on the device, are unpickled (as
+    a dask worker receives a value from another) and stored in the store that handed them out,
+    then one of them in a second store on the same device: each reads back exactly, counted
+    like any value, and every byte comes back when they are deleted. (A mutant of the reference
+    raised AttributeError storing a value that no store managed.)"""
+    h = make_store()
+    other = make_store(device=h.device)  # both before any value: each baseline is empty
+    s = h.store
+    s["a"] = h.value(N, seed=1)
+    x = s["a"]
+    for i in range(3):  # a is the least recently used: pushed out
+        s[f"f{i}"] = h.value(N, seed=10 + i)
+    keys = {"a", "f0", "f1", "f2"}
+    y = s["f2"]
+    spilled, on_device = pickle.loads(pickle.dumps(x)), pickle.loads(pickle.dumps(y))
+    del x, y
+    s["u"] = spilled
+    s["w"] = on_device
+    del spilled, on_device
+    keys |= {"u", "w"}
+    h.check(keys)
+    assert value_digest(h.device, s["u"]) == seed_digest(1, N), "the value spilled when pickled"
+    assert value_digest(h.device, s["w"]) == seed_digest(12, N), "the value on the device"
+    h.check(keys)
+    other.store["z"] = pickle.loads(pickle.dumps(s["f0"]))
+    for _ in range(2):
+        theirs = other.check({"z"}, held=h.snapshot().device_bytes).device_bytes
+        h.check(keys, held=theirs)
+        assert value_digest(h.device, other.store["z"]) == seed_digest(10, N)
+    for k in keys:
+        del s[k]
+    del other.store["z"]
+    snap = h.check(set())
+    assert (snap.device_bytes, snap.host_bytes, snap.disk_bytes) == (0, 0, 0), snap
+    snap = other.check(set())
+    assert (snap.device_bytes, snap.host_bytes, snap.disk_bytes, h.ledger()) == (0, 0, 0, 0), snap
+
+
 @conformance_id("STORE-USE-002", clause=("13.3", "13.1"))
 @requires("store", "store.proxy", "store.evict.manual")
 def test_numpy_entry_points_on_a_spilled_value(impl, harness, device_kind):
@@ -183,7 +224,9 @@ def test_numpy_entry_points_on_a_spilled_value(impl, harness, device_kind):
     copied = np.array(v, copy=True)
     assert np.array_equal(copied, want), f"np.array(v, copy=True) of a value on {tier} differs"
     copied[:16] = 0  # a copy: the stored value must not see it
-    assert len(v) == SPILLED_N and v.nbytes == SPILLED_N, f"len {len(v)}, nbytes {v.nbytes} of a {SPILLED_N:,}-byte value"
+    assert len(v) == SPILLED_N and v.nbytes == SPILLED_N, (
+        f"len {len(v)}, nbytes {v.nbytes} of a {SPILLED_N:,}-byte value"
+    )
     evict(h.adapter, h.store, 4 * LIMIT)
     np.add(v, 1, out=v)
     want += 1
@@ -214,7 +257,9 @@ def test_spilled_values_cross_dasks_wire_protocol(impl, harness):
     assert h.device.is_device_array(w) or isinstance(w, v.__class__), (
         f"a value sent from {tier} arrived as {type(w).__name__}, not a {v.__class__.__name__}"
     )
-    assert value_digest(h.device, w) == seed_digest(3, SPILLED_N), f"a value sent from {tier} arrived changed"
+    assert value_digest(h.device, w) == seed_digest(3, SPILLED_N), (
+        f"a value sent from {tier} arrived changed"
+    )
     changed = before.diff(after)
     assert not changed, f"serializing a value on {tier} changed the store: {changed}"
     del v, w

@@ -185,6 +185,17 @@ CLEAN_COPY_LEAVES_A_BYTE = mutant(
     "Accounting.reuse_clean", "rec.clean_nbytes = 0", "rec.clean_nbytes = 1",
 )
 
+UNPICKLED_VALUE_REFUSED = mutant(
+    "mutant-unpickled-value-refused", ("13.7",), "reference_impl.store.tracker",
+    "Tracker.adopt", "if owner is not None and not owner.closed:",
+    "if owner is not None or not owner.closed:",
+)
+
+TABLE_SHARING_UNSEEN = mutant(
+    "mutant-table-sharing-unseen", ("3.9",), "reference_impl.store.index",
+    "UnitIndex.solo_record", "for aid in rec.more_allocs or ():", "for aid in []:",
+)
+
 ZOO: dict[str, tuple[type, str]] = {
     "mutant_unspill_room_of_base": (UNSPILL_ROOM_OF_BASE, "STORE-LIMIT-008"),
     "mutant_set_evicts_thrice": (SET_EVICTS_THRICE, "STORE-LIMIT-008"),
@@ -211,4 +222,6 @@ ZOO: dict[str, tuple[type, str]] = {
     "mutant_external_stored_crashes": (EXTERNAL_STORED_CRASHES, "STORE-EXT-006"),
     "mutant_table_without_buffers_refused": (TABLE_WITHOUT_BUFFERS_REFUSED, "STORE-TABLE-002"),
     "mutant_clean_copy_leaves_a_byte": (CLEAN_COPY_LEAVES_A_BYTE, "STORE-UNSPILL-005"),
+    "mutant_unpickled_value_refused": (UNPICKLED_VALUE_REFUSED, "STORE-PICKLE-003"),
+    "mutant_table_sharing_unseen": (TABLE_SHARING_UNSEEN, "STORE-TABLE-003"),
 }
