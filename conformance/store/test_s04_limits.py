@@ -116,6 +116,39 @@ def test_eviction_moves_only_what_it_needs(harness):
     assert moved == ["p"], f"evict(1) moved {moved} ({freed:,} bytes freed)"
 
 
+@conformance_id("STORE-LIMIT-009", clause=("4.9", "5.2", "7.3"))
+@requires("store", "store.lru.strict", "store.proxy", "store.external", "store.spill.host")
+def test_a_use_bringing_a_value_back_moves_only_what_it_needs(harness):
+    """a, b and c of a third of the limit fill the device, the test holding a's value; an
+    external of the same size pushes a out and is dropped. A use of a's value brings it back
+    into the room the dead external left: nothing else has to move, so b, the least recently
+    used, stays. (A mutant of the reference decided before forgetting the dead external and
+    spilled b for room it already had.)"""
+    h, s = harness, harness.store
+    third = LIMIT // 3
+    for k in "abc":
+        s[k] = h.value(third, seed=ord(k))
+    v = s["a"]
+    s["b"]
+    s["c"]
+    x = h.adapter.register_external(s, h.value(third, seed=1))
+    if h.snapshot().tiers["a"] == "device":
+        not_exercised("an external of a third of the limit moved nothing off a full device")
+    del x  # dead now; no store call in between: the next one is the use
+    used = v[3]
+    del used
+    snap = h.check("abc")
+    moved = [k for k in "bc" if snap.tiers[k] != "device"]
+    assert snap.tiers["a"] == "device" and not moved, (
+        f"a use of a brought it back and moved {moved} off the device (tiers {dict(snap.tiers)}, "
+        f"device_bytes {snap.device_bytes:,} of {h.limit:,}: room for a third was free once the "
+        "dropped external was forgotten)"
+    )
+    assert value_digest(h.device, v) == seed_digest(ord("a"), third)
+    del v
+    h.check("abc")
+
+
 @conformance_id("STORE-EVICT-001", clause="4.7")
 @requires("store", "store.evict.manual")
 def test_manual_evict_frees_lru_first(harness):

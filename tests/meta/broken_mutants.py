@@ -196,6 +196,11 @@ TABLE_SHARING_UNSEEN = mutant(
     "UnitIndex.solo_record", "for aid in rec.more_allocs or ():", "for aid in []:",
 )
 
+USE_DECIDES_BEFORE_FORGETTING = mutant(
+    "mutant-use-decides-before-forgetting", ("4.9",), "reference_impl.store.hostfile",
+    "ProxifyHostFile.proxy_use", "if self._inbox:", "if not self._inbox:",
+)
+
 ZOO: dict[str, tuple[type, str]] = {
     "mutant_unspill_room_of_base": (UNSPILL_ROOM_OF_BASE, "STORE-LIMIT-008"),
     "mutant_set_evicts_thrice": (SET_EVICTS_THRICE, "STORE-LIMIT-008"),
@@ -224,4 +229,5 @@ ZOO: dict[str, tuple[type, str]] = {
     "mutant_clean_copy_leaves_a_byte": (CLEAN_COPY_LEAVES_A_BYTE, "STORE-UNSPILL-005"),
     "mutant_unpickled_value_refused": (UNPICKLED_VALUE_REFUSED, "STORE-PICKLE-003"),
     "mutant_table_sharing_unseen": (TABLE_SHARING_UNSEEN, "STORE-TABLE-003"),
+    "mutant_use_decides_before_forgetting": (USE_DECIDES_BEFORE_FORGETTING, "STORE-LIMIT-009"),
 }
