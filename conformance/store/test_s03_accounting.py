@@ -159,11 +159,12 @@ def test_one_host_object_under_two_keys_is_one_copy(impl, make_store):
 @conformance_id("STORE-ALIAS-005", clause=("3.9", "3.2", "3.3", "3.6", "5.5"))
 @requires("store", "store.alias.dedup", "store.evict.manual", "store.spill.host")
 def test_keys_sharing_memory_move_and_leave_as_one(make_store):
-    """Three shapes of shared memory, each with a value that shares nothing beside it: one
-    array under two keys, one tuple of two arrays under two keys, a tuple under one key and one
-    of its arrays under another. Used, evicted and read back through one key, every key of the
-    group is where its memory is (inspect's lru names exactly the device-tier keys); deleted
-    key by key, the others read back whole, counted once, and the last gives every byte back.
+    """Four shapes of shared memory, with a value that shares nothing beside them: one array
+    under two keys, one tuple of two arrays under two keys, a tuple under one key and one of its
+    arrays under another, an array under one key and a view of it under another. Used, evicted
+    and read back through one key, every key of the group is where its memory is (inspect's
+    lru names exactly the device-tier keys); deleted key by key, the others read back whole,
+    counted once, and the last gives every byte back.
     (The reference's shortcuts for a lone unit once took a shared one for lone: half a group
     was spilled and the other half stayed listed on the device.)"""
     n = LIMIT // 8
@@ -235,6 +236,22 @@ def test_keys_sharing_memory_move_and_leave_as_one(make_store):
     back("u", [4])
     del s["u"]
     empty("a tuple and one of its arrays, deleted")
+    # an array under one key, a view of it under another: one allocation, no shared proxy
+    base = h.value(2 * n, seed=6)
+    s["base"] = base
+    s["lone"] = h.value(n, seed=9)
+    s["view"] = base[:n]
+    del base
+    evict(h.adapter, s, 1)  # the base is the least recently used: the view goes with it
+    together(("base", "view"), "an array and a view of it, evict(1)")
+    got = s["view"]
+    assert value_digest(h.device, got) == digest(host_bytes(6, 2 * n)[:n]), "the view read back"
+    del got
+    h.check({"base", "view", "lone"})  # spilled, they share nothing now: each comes back alone
+    del s["base"]
+    h.check({"view", "lone"})
+    del s["view"], s["lone"]
+    empty("an array and a view of it, deleted")
 
 
 def _arrow_table():

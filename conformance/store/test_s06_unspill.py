@@ -125,19 +125,21 @@ def _arrow_table(seed: int):
     )
 
 
-@conformance_id("STORE-UNSPILL-005", clause=("6.4", "3.5", "3.3"))
+@conformance_id("STORE-UNSPILL-005", clause=("6.4", "3.5", "3.3", "9.4"))
 @requires("store", "store.table", "store.spill.disk", "store.limit.host", "store.evict.manual")
 def test_a_kept_file_goes_with_its_key_after_any_number_of_spills(make_store):
     """Tables (values a store may keep the file of, as a clean copy, when it reads them back)
-    go to disk, come back and go to disk again, three times; then one key is deleted while on
-    disk and the other while back on the device. disk_bytes equals the files after every step,
-    and with both keys gone no byte and no file is left. (A mutant of the reference left one
-    phantom byte of clean copy counted for a value that went back to disk on its kept file.)"""
+    go to disk, come back and go to disk again, three times. Then one key is deleted on disk,
+    one back on the device, and one back on the device while the caller still holds its value.
+    disk_bytes equals the files after every step, a deleted key's file goes with it, and no
+    byte or file is left. (Mutants of the reference left one phantom byte of clean copy counted
+    for a value that went back to disk on its kept file, kept the copy's bytes of a value that
+    died on the device, and kept the file of a deleted key whose value the caller held.)"""
     from reference_impl import Table
 
     h = make_store(host_limit=0)
     s = h.store
-    want = {f"t{i}": _arrow_table(i) for i in range(2)}
+    want = {f"t{i}": _arrow_table(i) for i in range(3)}
     for k, table in want.items():
         s[k] = Table.from_arrow(table, h.device)
     keys = set(want)
@@ -151,11 +153,20 @@ def test_a_kept_file_goes_with_its_key_after_any_number_of_spills(make_store):
     evict(h.adapter, s, 4 * LIMIT)
     h.check(keys)
     del s["t0"]  # on disk, on the file it was read back from
-    h.check({"t1"})
+    h.check({"t1", "t2"})
     assert s["t1"].to_arrow().equals(want["t1"])
-    del s["t1"]  # on the device, its file kept
+    del s["t1"]  # on the device, its file kept as a clean copy
+    h.check({"t2"})
+    held = s["t2"]
+    del s["t2"]  # the same, while the caller still holds the value: its key's file goes
+    left = files_under(h.env.spill_dir)
+    h.check(set())
+    assert not left, f"t2's key is deleted, yet its kept file remains: {sorted(left)}"
+    assert held.to_arrow().equals(want["t2"])
+    del held
+    gc.collect()
     snap = h.check(set())
     left = files_under(h.env.spill_dir)
     assert (snap.device_bytes, snap.host_bytes, snap.disk_bytes) == (0, 0, 0) and not left, (
-        f"both keys deleted, yet {snap}, files {sorted(left)}"
+        f"every key deleted, yet {snap}, files {sorted(left)}"
     )

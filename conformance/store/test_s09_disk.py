@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from conformance import conformance_id, not_exercised, requires
+from conformance.api import evict
 from conformance.store.harness import LIMIT, files_under, seed_digest, value_digest
 from conformance.store.tiers import cleanup_store, fill
 
@@ -389,3 +390,90 @@ def test_values_of_several_mib_round_trip_and_are_checked(impl, make_store):
         )
     del h.store["m5"]
     h.check({"m3"}, oversize=sizes)
+
+
+@contextlib.contextmanager
+def _files_capped_at(nbytes: int):
+    """Every write past ``nbytes`` of a file fails (EFBIG), as on a full disk: the process's
+    file-size limit, its SIGXFSZ caught and counted. Yields the list of signals caught."""
+    import resource
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        not_exercised("a file-size limit needs the main thread (SIGXFSZ)")
+    hits: list[int] = []
+    old = signal.signal(signal.SIGXFSZ, lambda *a: hits.append(1))
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, hard))
+    try:
+        yield hits
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, old)
+
+
+@conformance_id("STORE-DISK-014", clause=("9.11", "9.6", "4.4"))
+@requires("store", "store.spill.disk", "store.limit.host", "store.evict.manual")
+@pytest.mark.filterwarnings("ignore:spilling .* failed")  # the full disk's own warnings
+def test_the_host_limit_holds_again_once_the_disk_has_room(impl, make_store):
+    """Four values are evicted while no file can grow (a full disk): they stay in memory, over
+    the host limit of one value (9.6 allows it). Once writes succeed again, evict(0) and then a
+    set bring host_bytes back under the limit, every value reading back exactly. (A mutant of
+    the reference dropped from its cascade queue every value a failed write had kept in
+    memory: the host limit never held again.)"""
+    n = LIMIT // 4
+    h = make_store(host_limit=n + 4096)
+    s = h.store
+    keys = {f"k{i}" for i in range(4)}
+    with _files_capped_at(0) as hits:
+        for i in range(4):
+            s[f"k{i}"] = h.value(n, seed=i)
+        evict(h.adapter, s, 4 * LIMIT)
+    if not hits:
+        not_exercised("no write reached the full disk")
+    h.caps = h.caps - {"store.limit.host"}  # a full disk keeps values in memory (9.6)
+    h.check(keys)
+    h.caps = h.caps | {"store.limit.host"}
+    evict(h.adapter, s, 0)
+    snap = h.check(keys)  # the host limit again
+    s["after"] = h.value(n, seed=9)
+    h.check(keys | {"after"})
+    for i in range(4):
+        assert value_digest(h.device, s[f"k{i}"]) == seed_digest(i, n), f"k{i} changed"
+    h.check(keys | {"after"})
+    assert snap.disk_bytes > 0, f"the disk has room again, yet nothing went there: {snap}"
+
+
+@conformance_id("STORE-DISK-015", clause=("9.6", "3.5"))
+@requires("store", "store.spill.disk", "store.limit.host", "store.evict.manual", "store.proxy")
+@pytest.mark.filterwarnings("ignore:spilling .* failed")
+def test_a_write_failing_part_way_through_a_value_leaves_no_file(impl, make_store):
+    """A value of two device arrays, a small one and one larger than a file may grow on a full
+    disk, goes to disk (host limit 0): a store that writes each array of a value to its own
+    file (as a proxying store spills each proxy) writes the small one, then fails on the large
+    one. The value stays in memory and no file is left behind; with room again it goes to disk
+    and reads back. (A mutant of the reference's cleanup left the first file, uncounted.)"""
+    h = make_store(host_limit=0)
+    s = h.store
+    s["pair"] = (h.value(1000, seed=1), h.value(LIMIT // 2, seed=2))
+    with _files_capped_at(8192) as hits:
+        evict(h.adapter, s, 4 * LIMIT)
+    if not hits:
+        not_exercised("no write reached the file-size limit")
+    h.caps = h.caps - {"store.limit.host"}
+    snap = h.check({"pair"})
+    left = files_under(h.env.spill_dir)
+    assert snap.tiers["pair"] != "disk" and not left, (
+        f"a write failed part-way through the value: tiers {dict(snap.tiers)}, files left "
+        f"{sorted(left)}, disk_bytes {snap.disk_bytes:,}"
+    )
+    h.caps = h.caps | {"store.limit.host"}
+    evict(h.adapter, s, 0)
+    snap = h.check({"pair"})
+    assert snap.tiers["pair"] == "disk", f"with room again: tiers {dict(snap.tiers)}"
+    small, large = s["pair"]
+    assert value_digest(h.device, small) == seed_digest(1, 1000)
+    assert value_digest(h.device, large) == seed_digest(2, LIMIT // 2)
+    del small, large
+    h.check({"pair"})

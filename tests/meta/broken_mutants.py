@@ -201,6 +201,18 @@ USE_DECIDES_BEFORE_FORGETTING = mutant(
     "ProxifyHostFile.proxy_use", "if self._inbox:", "if not self._inbox:",
 )
 
+HOST_QUEUE_DROPS_KEPT = mutant(
+    "mutant-host-queue-drops-kept", ("9.11", "4.4"), "reference_impl.store.recency",
+    "Recency.host_victims", "if unit.lru != HOST:", "if not unit.lru != HOST:",
+)
+# Not a survivor: the plain case of 9.6's part-way failure (the survivor f45f81efa9d9 leaves the
+# files to the SpillFile finalizers, which remove them within the same call).
+FAILED_GROUP_FILES_KEPT = mutant(
+    "mutant-failed-group-files-kept", ("9.6", "3.5"), "reference_impl.store.mover",
+    "TierMover.spill_to_disk", "item[1].remove()",
+    "self.stats.setdefault('leaked', []).append(item[1])",
+)
+
 ZOO: dict[str, tuple[type, str]] = {
     "mutant_unspill_room_of_base": (UNSPILL_ROOM_OF_BASE, "STORE-LIMIT-008"),
     "mutant_set_evicts_thrice": (SET_EVICTS_THRICE, "STORE-LIMIT-008"),
@@ -230,4 +242,6 @@ ZOO: dict[str, tuple[type, str]] = {
     "mutant_unpickled_value_refused": (UNPICKLED_VALUE_REFUSED, "STORE-PICKLE-003"),
     "mutant_table_sharing_unseen": (TABLE_SHARING_UNSEEN, "STORE-TABLE-003"),
     "mutant_use_decides_before_forgetting": (USE_DECIDES_BEFORE_FORGETTING, "STORE-LIMIT-009"),
+    "mutant_host_queue_drops_kept": (HOST_QUEUE_DROPS_KEPT, "STORE-DISK-014"),
+    "mutant_failed_group_files_kept": (FAILED_GROUP_FILES_KEPT, "STORE-DISK-015"),
 }
