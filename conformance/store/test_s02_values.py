@@ -340,13 +340,15 @@ def test_tables_come_back_from_every_tier_counted_once(impl, make_store):
         not_exercised("evict moved no table off the device")
 
 
-@conformance_id("STORE-TABLE-002", clause=("2.7", "3.8", "3.1"))
+@conformance_id("STORE-TABLE-002", clause=("2.7", "3.8", "3.1", "6.1"))
 @requires("store", "store.table", "store.evict.manual")
 def test_tables_without_rows_or_columns_come_back(impl, make_store):
     """A table without rows (buffers of 0 bytes) and one without columns (no device buffer at
     all: what a partition is once every column was projected away) are stored, spilled (to
-    disk where the store has one) and read back equal, counting the 0 device bytes they hold.
-    (A mutant of the reference that handled one allocation apart failed on none at all.)"""
+    disk where the store has one) and read back equal, counting the 0 device bytes they hold;
+    under a device limit of 0, read back, the one without columns is on the device (it fits).
+    (Mutants of the reference failed to store a value of no allocation at all, and sized it 1
+    byte, so that it never came back to a device limit of 0.)"""
     from reference_impl import Table
 
     disk = {"store.limit.host", "store.spill.disk"} <= impl.capabilities
@@ -369,3 +371,13 @@ def test_tables_without_rows_or_columns_come_back(impl, make_store):
         del s[k]
     snap = h.check(set())
     assert (snap.device_bytes, snap.host_bytes, snap.disk_bytes) == (0, 0, 0), snap
+    if "store.unspill.on_access" in impl.capabilities:
+        # 0 device bytes fit a device limit of 0: read back, the table is on the device (6.1)
+        zero = make_store(device_limit=0, capacity=4 * LIMIT)
+        zero.store["no-columns"] = Table.from_arrow(pa.table({}), zero.device)
+        evict(zero.adapter, zero.store, 1)
+        assert zero.store["no-columns"].to_arrow().equals(pa.table({}))
+        tier = zero.check({"no-columns"}).tiers["no-columns"]
+        assert tier == "device", (
+            f"a table of 0 device bytes, read back under a device limit of 0, is on {tier}: it fits"
+        )

@@ -21,6 +21,8 @@ def _target(module: Any, qualname: str) -> Any:
     obj: Any = module
     for part in qualname.split("."):
         obj = vars(obj)[part] if isinstance(obj, type) or inspect.ismodule(obj) else getattr(obj, part)
+    if isinstance(obj, staticmethod):
+        return obj.__func__
     return obj.fget if isinstance(obj, property) else obj
 
 
@@ -213,6 +215,17 @@ FAILED_GROUP_FILES_KEPT = mutant(
     "self.stats.setdefault('leaked', []).append(item[1])",
 )
 
+HOST_PEER_COUNTED_BY_ANOTHER = mutant(
+    "mutant-host-peer-counted-by-another", ("3.3",), "reference_impl.store.index",
+    "UnitIndex.owner", "return peers[0] if peers else entry",
+    "return peers[1] if peers else entry",
+)
+
+EMPTY_TABLE_SIZED_ONE_BYTE = mutant(
+    "mutant-empty-table-sized-one-byte", ("6.1",), "reference_impl.store.records",
+    "Record.device_nbytes", "if self.more_allocs else 0", "if self.more_allocs else 1",
+)
+
 ZOO: dict[str, tuple[type, str]] = {
     "mutant_unspill_room_of_base": (UNSPILL_ROOM_OF_BASE, "STORE-LIMIT-008"),
     "mutant_set_evicts_thrice": (SET_EVICTS_THRICE, "STORE-LIMIT-008"),
@@ -244,4 +257,6 @@ ZOO: dict[str, tuple[type, str]] = {
     "mutant_use_decides_before_forgetting": (USE_DECIDES_BEFORE_FORGETTING, "STORE-LIMIT-009"),
     "mutant_host_queue_drops_kept": (HOST_QUEUE_DROPS_KEPT, "STORE-DISK-014"),
     "mutant_failed_group_files_kept": (FAILED_GROUP_FILES_KEPT, "STORE-DISK-015"),
+    "mutant_host_peer_counted_by_another": (HOST_PEER_COUNTED_BY_ANOTHER, "STORE-ALIAS-006"),
+    "mutant_empty_table_sized_one_byte": (EMPTY_TABLE_SIZED_ONE_BYTE, "STORE-TABLE-002"),
 }
