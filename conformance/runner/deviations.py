@@ -50,7 +50,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     spent = 0.0
     for i in range(runs):
         # nextitem=None between runs: tear everything down so the next run starts fresh.
-        reports = run_once(item, nextitem if i == runs - 1 else None)
+        reports = _run_once(item, nextitem if i == runs - 1 else None)
         spent += sum(r.duration for r in reports)
         failed = [r for r in reports if r.failed]
         if failed:
@@ -58,10 +58,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     for r in _as_passed(item, reports):
         if r.when == "call" and not r.skipped:
             r.duration = spent - sum(x.duration for x in reports if x is not r)  # every run's
-            r.user_properties = [
-                *item.user_properties,
-                ("conformance_flaky", [len(failures), runs]),
-            ]
+            r.user_properties = [*item.user_properties, ("conformance_flaky", [len(failures), runs])]
             r.sections.extend(("flaky failure", text) for text in failures)
         item.ihook.pytest_runtest_logreport(report=r)
     item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
@@ -81,7 +78,7 @@ def _fresh_copy(item: pytest.Item) -> pytest.Function:
     return copy
 
 
-def run_once(item: pytest.Item, nextitem: pytest.Item | None) -> list[pytest.TestReport]:
+def _run_once(item: pytest.Item, nextitem: pytest.Item | None) -> list[pytest.TestReport]:
     """Setup, call and teardown of a fresh copy through the public hooks, without logging."""
     run = _fresh_copy(item)
     hooks = run.ihook
@@ -109,6 +106,9 @@ def _as_passed(item: pytest.Item, reports: list[pytest.TestReport]) -> list[pyte
         final.append(r)
     if not any(r.when == "call" for r in final):
         first = final[0]
-        call = pytest.TestReport(item.nodeid, item.location, first.keywords, "passed", None, "call")
+        call = pytest.TestReport(
+            item.nodeid, item.location, first.keywords, "passed", None, "call"
+        )
         final.insert(1, call)
     return final
+
