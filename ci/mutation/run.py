@@ -111,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
                 n = plan.init_session(module, workdirs[0], sessions)
                 print(f"plan: {module}: {n} mutants", flush=True)
         if args.carry_from:
-            old = args.dir / execute.commit(args.carry_from)[:12] / "sessions"
+            old = root.with_name(root.name.replace(head[:12], execute.commit(args.carry_from)[:12]))
+            old = old / "sessions"  # the same mode's sessions (a -cov run carries from -cov)
             same = [m for m in modules if not changed(m, args.carry_from, head)]
             n = execute.carry_kills(same, old, sessions)
             print(f"carried {n} kills from {args.carry_from} ({len(modules) - len(same)} modules changed)", flush=True)
