@@ -18,6 +18,12 @@ tallies in it), ``arguments`` (the rules' strategies and the cases made from the
 from __future__ import annotations
 
 from .rules import ShuffleMachine, run_shuffle_machine
-from .world import NannyNeverRestarted, World
+from .world import ClusterUnresponsive, NannyNeverRestarted, World
 
-__all__ = ["NannyNeverRestarted", "ShuffleMachine", "World", "run_shuffle_machine"]
+__all__ = [
+    "ClusterUnresponsive",
+    "NannyNeverRestarted",
+    "ShuffleMachine",
+    "World",
+    "run_shuffle_machine",
+]

@@ -3,6 +3,7 @@ and the judging of every shuffle that returned (which adds to them)."""
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,10 @@ from ..rich_tables import describe
 from ..tables import ShuffleCase
 
 HEAL = 60.0  # seconds for a killed worker's nanny to bring it back
+# The suite's own bound on distributed's wait, whose timeout once never fired: a README run
+# (2026-12-07) sat 12 minutes in Cluster.wait_for_workers(timeout=60), which checks its
+# deadline only between scheduler RPCs, one of which never answered.
+WAIT_BOUND = HEAL + 30.0
 
 
 class NannyNeverRestarted(EnvironmentFailure):
@@ -24,15 +29,39 @@ class NannyNeverRestarted(EnvironmentFailure):
     ci/flake_report.py names it an environment failure."""
 
 
+class ClusterUnresponsive(EnvironmentFailure):
+    """distributed's own wait for the workers did not return at all, its timeout included: the
+    client's scheduler RPC, not the shuffle, hung. Rerun like NannyNeverRestarted."""
+
+
 def healed(client: Any, n_workers: int) -> None:
-    """Wait for the nanny to bring a killed worker back; NannyNeverRestarted if it does not."""
-    try:
-        client.wait_for_workers(n_workers, timeout=HEAL)
-    except TimeoutError as exc:
+    """Wait for the nanny to bring a killed worker back; NannyNeverRestarted if it does not,
+    ClusterUnresponsive if distributed's wait itself never returns (it is left behind)."""
+    outcome: list[BaseException | None] = []
+
+    def wait() -> None:
+        try:
+            client.wait_for_workers(n_workers, timeout=HEAL)
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001 - raised again on the test's thread
+            outcome.append(exc)
+
+    waiter = threading.Thread(target=wait, name="conformance-healed", daemon=True)
+    waiter.start()
+    waiter.join(WAIT_BOUND)
+    if not outcome:
+        raise ClusterUnresponsive(
+            f"environment: distributed's wait_for_workers({n_workers}, timeout={HEAL:.0f}) did "
+            f"not return within {WAIT_BOUND:.0f} s after a worker was killed; not the "
+            f"implementation's failure: rerun"
+        )
+    if isinstance(outcome[0], TimeoutError):
         raise NannyNeverRestarted(
             f"environment: the nanny never restarted the killed worker ({n_workers} workers "
             f"wanted, not back within {HEAL:.0f} s); not the implementation's failure: rerun"
-        ) from exc
+        ) from outcome[0]
+    if outcome[0] is not None:
+        raise outcome[0]
 
 
 @dataclass

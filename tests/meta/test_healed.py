@@ -1,0 +1,57 @@
+"""The shuffle machine's wait for a killed worker's restart (conformance/shuffle/machine/world.py)
+is bounded by the suite, not only by distributed's own timeout: a README run sat 12 minutes in
+Cluster.wait_for_workers(timeout=60). Each way it ends names itself, and the environment's
+failures are EnvironmentFailures (rerun once, named in the report)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from conformance import EnvironmentFailure
+from conformance.shuffle.machine import world
+from conformance.shuffle.machine.world import ClusterUnresponsive, NannyNeverRestarted, healed
+
+
+class _Client:
+    def __init__(self, behaviour):
+        self.behaviour = behaviour
+        self.calls = []
+
+    def wait_for_workers(self, n_workers, timeout=None):
+        self.calls.append((n_workers, timeout))
+        self.behaviour()
+
+
+def test_a_wait_that_never_returns_is_cut_by_the_suites_bound(monkeypatch):
+    monkeypatch.setattr(world, "WAIT_BOUND", 0.2)
+    forever = threading.Event()
+    client = _Client(forever.wait)  # distributed's RPC that never answered
+    start = time.monotonic()
+    with pytest.raises(ClusterUnresponsive, match=r"wait_for_workers\(2, timeout=60\) did not"):
+        healed(client, 2)
+    assert time.monotonic() - start < 5
+    assert client.calls == [(2, world.HEAL)]
+    assert issubclass(ClusterUnresponsive, EnvironmentFailure)
+    forever.set()
+
+
+def test_distributeds_timeout_is_the_nanny_never_restarting():
+    def timed_out():
+        raise TimeoutError("1/2 workers")
+
+    with pytest.raises(NannyNeverRestarted, match="never restarted") as info:
+        healed(_Client(timed_out), 2)
+    assert isinstance(info.value.__cause__, TimeoutError)
+    assert issubclass(NannyNeverRestarted, EnvironmentFailure)
+
+
+def test_any_other_error_is_raised_as_it_is_and_a_return_is_a_return():
+    def broken():
+        raise ValueError("not an environment failure")
+
+    with pytest.raises(ValueError, match="not an environment failure"):
+        healed(_Client(broken), 2)
+    healed(_Client(lambda: None), 2)
