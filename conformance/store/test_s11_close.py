@@ -297,3 +297,32 @@ def test_closed_store_leaves_no_oom_handler(make_store, device_kind):
         f"the failed allocation changed the ledger: {before:,} -> {dev.bytes_in_use():,}"
     )
     del held
+
+
+@conformance_id("STORE-CLOSE-003", clause=("11.9", "11.5", "11.3"))
+@requires("store")
+def test_a_set_after_close_leaves_nothing(impl, make_store):
+    """The caller still holds a closed store and sets values into it: each set must raise, or
+    leave nothing behind. Once the caller drops the values (not the store), the ledger is back
+    at its baseline and spill_dir holds no file and no directory."""
+    h = make_store()
+    store = h.store
+    h.store["k0"] = h.value(N, seed=1)
+    h.close(check=False)
+    accepted = []
+    for i in range(4):
+        value = h.value(N, seed=30 + i)
+        try:
+            store[f"late{i}"] = value
+        except Exception:  # refusing a set on a closed store is allowed
+            continue
+        accepted.append(f"late{i}")
+    del value
+    gc.collect()
+    files, dirs = tree(h.env.spill_dir)
+    assert h.ledger() == 0 and not files and not dirs, (
+        f"sets after close (accepted: {accepted}) left {h.ledger():,} device bytes in use and "
+        f"spill_dir holding files {sorted(files)}, directories {sorted(dirs)}, while the caller "
+        f"holds only the closed store"
+    )
+    del store

@@ -226,6 +226,11 @@ EMPTY_TABLE_SIZED_ONE_BYTE = mutant(
     "Record.device_nbytes", "if self.more_allocs else 0", "if self.more_allocs else 1",
 )
 
+SET_AFTER_CLOSE_ACCEPTED = mutant(
+    "mutant-set-after-close-accepted", ("11.9",), "reference_impl.store.hostfile",
+    "ProxifyHostFile.__setitem__", "if self._closed:", "if not self._closed:",
+)
+
 ZOO: dict[str, tuple[type, str]] = {
     "mutant_unspill_room_of_base": (UNSPILL_ROOM_OF_BASE, "STORE-LIMIT-008"),
     "mutant_set_evicts_thrice": (SET_EVICTS_THRICE, "STORE-LIMIT-008"),
@@ -259,4 +264,5 @@ ZOO: dict[str, tuple[type, str]] = {
     "mutant_failed_group_files_kept": (FAILED_GROUP_FILES_KEPT, "STORE-DISK-015"),
     "mutant_host_peer_counted_by_another": (HOST_PEER_COUNTED_BY_ANOTHER, "STORE-ALIAS-006"),
     "mutant_empty_table_sized_one_byte": (EMPTY_TABLE_SIZED_ONE_BYTE, "STORE-TABLE-002"),
+    "mutant_set_after_close_accepted": (SET_AFTER_CLOSE_ACCEPTED, "STORE-CLOSE-003"),
 }
