@@ -24,17 +24,18 @@ allocations on *any* thread of the process cross a threshold, and it runs the fi
 whatever garbage is due, from before the run too, on the thread that crossed it: their lines
 would be switch points at a place the load decides (a replay under the load of another test
 ran a leftover finalizer's 9 lines inside the run, 2026-12-07). So a run starts after a full
-collection and runs with automatic collection off. Finalizers still run where
-a reference count drops to zero, and a target that wants a collection at some point calls
-``gc.collect()`` there: both are lines of the schedule like any other.
+collection and runs with automatic collection off. Finalizers still run where a reference
+count drops to zero, and a target that wants a collection at some point calls ``gc.collect()``
+there: both are lines of the schedule like any other.
 
 Guarantee (Linux, where both probes exist): for a seed, the schedule (every switch point,
 every switch, every stall-driven hand-off, recorded in :attr:`Schedule.stall_at`) is the same
 on any load, as long as the threads block only on each other (locks, events, queues between
-them) and no thread outside the run hands them objects while it runs. A thread that sleeps or waits on something outside the run (a timer, I/O, a thread
-not under the scheduler) is blocked until the world, not a thread, wakes it: where it
-rejoins is up to the world, and ``stall_at`` tells such runs apart. Elsewhere the probes
-fall back to the clock (no line for :data:`QUIET_S`), which holds on an idle machine only.
+them) and no thread outside the run hands them objects while it runs. A thread that sleeps
+or waits on something outside the run (a timer, I/O, a thread not under the scheduler) is
+blocked until the world, not a thread, wakes it: where it rejoins is up to the world, and
+``stall_at`` tells such runs apart. Elsewhere the probes fall back to the clock (no line for
+:data:`QUIET_S`), which holds on an idle machine only.
 """
 
 from __future__ import annotations
