@@ -23,6 +23,7 @@ from pathlib import Path
 # back (distributed, about 1 in 40 kills), a port the OS gave to someone else.
 ENVIRONMENT = (
     re.compile(r"nanny never restarted", re.I),  # conformance/shuffle/machine/world.py
+    re.compile(r"environment: distributed's wait_for_workers"),  # its ClusterUnresponsive
     re.compile(r"a nanny did not bring its worker back"),  # stress/reaper.py
     re.compile(r"Nanny failed to start|Timed out waiting for the nanny", re.I),
     re.compile(r"Address already in use"),

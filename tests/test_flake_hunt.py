@@ -77,11 +77,12 @@ def test_a_pass_only_on_a_rerun_is_a_flake(tmp_path):
 
 def test_known_flakes_and_environment_failures_do_not_fail_the_hunt(tmp_path):
     nanny = '<failure message="the nanny never restarted worker tcp://127.0.0.1:1">x</failure>'
+    hung = "<failure message=\"environment: distributed's wait_for_workers(2, timeout=60) did not\">x</failure>"
     flaky = '<failure message="boom">x</failure>'
     reran = '<properties><property name="conformance_environment_rerun" value="NannyNeverRestarted: x"/></properties>'
     runs = [
         _case("test_kill", nanny) + _case("test_known", flaky) + _case("test_reran", reran),
-        _case("test_kill") + _case("test_known") + _case("test_reran"),
+        _case("test_kill") + _case("test_known") + _case("test_reran", hung),
     ]
     known = tmp_path / "known.txt"
     known.write_text("# tracked in issue 99\ntests.meta.test_x::test_known\n", encoding="utf-8")
@@ -90,7 +91,7 @@ def test_known_flakes_and_environment_failures_do_not_fail_the_hunt(tmp_path):
     assert "ENVIRONMENT tests.meta.test_x::test_kill: failed 0/1, environment 1" in proc.stdout
     assert "FLAKY tests.meta.test_x::test_known: failed 1/2" in proc.stdout
     assert (  # the suite's own rerun after the machine failed (conformance/runner/environment.py)
-        "ENVIRONMENT tests.meta.test_x::test_reran: failed 0/2, environment 1 (not counted); "
+        "ENVIRONMENT tests.meta.test_x::test_reran: failed 0/1, environment 2 (not counted); "
         "first in "
         in proc.stdout
         and "[environment, rerun] NannyNeverRestarted: x" in proc.stdout

@@ -13,23 +13,15 @@ from __future__ import annotations
 import pytest
 
 from .. import EnvironmentFailure
+from .manifests import leaf_chains
 from .report import ENVIRONMENT_RERUN
 
 
-def environment_failure(exc: BaseException | None) -> EnvironmentFailure | None:
-    """The EnvironmentFailure anywhere in ``exc``'s chain or groups (hypothesis wraps a
+def environment_failure(exc: BaseException) -> EnvironmentFailure | None:
+    """The EnvironmentFailure anywhere in ``exc``'s chains or groups (hypothesis wraps a
     failure in its own errors, and a machine's in an ExceptionGroup), else None."""
-    seen: set[int] = set()
-    todo = [exc]
-    while todo:
-        e = todo.pop()
-        if e is None or id(e) in seen:
-            continue
-        seen.add(id(e))
-        if isinstance(e, EnvironmentFailure):
-            return e
-        todo += [e.__cause__, e.__context__, *getattr(e, "exceptions", ())]
-    return None
+    chains = leaf_chains(exc)
+    return next((e for c in chains for e in c if isinstance(e, EnvironmentFailure)), None)
 
 
 @pytest.hookimpl(wrapper=True, trylast=True)  # innermost: the rerun's failure is judged as usual

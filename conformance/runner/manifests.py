@@ -65,18 +65,27 @@ class DocumentedDeviation(Exception):
     exception the entry's xfail accepts (``raises=``), so any other failure fails the run."""
 
 
-def failure_texts(exc: BaseException) -> list[str]:
-    """One text per leaf failure: every exception of an ExceptionGroup (hypothesis reports
-    distinct bugs so), each with its chained causes and contexts; notes are left out."""
+def leaf_chains(exc: BaseException) -> list[list[BaseException]]:
+    """One chain per leaf failure: every exception of an ExceptionGroup (hypothesis reports
+    distinct bugs so), each followed by its chained causes and contexts."""
     if isinstance(exc, BaseExceptionGroup):
-        return [t for sub in exc.exceptions for t in failure_texts(sub)]
-    parts, seen, cur = [], set(), exc
+        return [c for sub in exc.exceptions for c in leaf_chains(sub)]
+    chain, seen, cur = [], set(), exc
     while cur is not None and id(cur) not in seen:
         seen.add(id(cur))
-        text = str(cur)  # never format_exception_only: it appends the notes
-        parts.append(f"{type(cur).__name__}: {text}" if text else type(cur).__name__)
+        chain.append(cur)
         cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
-    return ["\n".join(parts)]
+    return [chain]
+
+
+def failure_texts(exc: BaseException) -> list[str]:
+    """One text per leaf failure (:func:`leaf_chains`); notes are left out."""
+    return ["\n".join(_label(e) for e in chain) for chain in leaf_chains(exc)]
+
+
+def _label(exc: BaseException) -> str:
+    text = str(exc)  # never format_exception_only: it appends the notes
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def unmatched_failures(exc: BaseException, matches: tuple[tuple[str, str], ...]) -> list[str]:
