@@ -236,6 +236,11 @@ READ_BACK_STORED_AGAIN_COUNTED_TWICE = mutant(
     "UnitIndex._name_raw", "if proxy is not None else None", "if not proxy is not None else None",
 )
 
+SHARED_USE_TOUCHES_ONE = mutant(
+    "mutant-shared-use-touches-one", ("5.2", "5.4", "3.9"), "reference_impl.store.hostfile",
+    "ProxifyHostFile._touch_record", "if not index.links or", "if index.links or",
+)
+
 ZOO: dict[str, tuple[type, str]] = {
     "mutant_unspill_room_of_base": (UNSPILL_ROOM_OF_BASE, "STORE-LIMIT-008"),
     "mutant_set_evicts_thrice": (SET_EVICTS_THRICE, "STORE-LIMIT-008"),
@@ -274,4 +279,5 @@ ZOO: dict[str, tuple[type, str]] = {
         READ_BACK_STORED_AGAIN_COUNTED_TWICE,
         "STORE-ALIAS-007",
     ),
+    "mutant_shared_use_touches_one": (SHARED_USE_TOUCHES_ONE, "STORE-RECENCY-004"),
 }
