@@ -266,3 +266,14 @@ ZOO: dict[str, tuple[type, str]] = {
     "mutant_empty_table_sized_one_byte": (EMPTY_TABLE_SIZED_ONE_BYTE, "STORE-TABLE-002"),
     "mutant_set_after_close_accepted": (SET_AFTER_CLOSE_ACCEPTED, "STORE-CLOSE-003"),
 }
+
+# Issue 44, the store survivors at cf91b7b still "property to add" (branch propB): each is
+# caught by the ID written for it.
+LEN_OF_LAST_AXIS = mutant(
+    "mutant-len-of-last-axis", ("2.1",), "reference_impl.store.dispatch",
+    "ArrayType.metadata", 'meta["__len__"] = int(shape[0])', 'meta["__len__"] = int(shape[-1])',
+)
+
+ZOO.update({
+    "mutant_len_of_last_axis": (LEN_OF_LAST_AXIS, "STORE-VALUE-004"),
+})
