@@ -277,3 +277,13 @@ LEN_OF_LAST_AXIS = mutant(
 ZOO.update({
     "mutant_len_of_last_axis": (LEN_OF_LAST_AXIS, "STORE-VALUE-004"),
 })
+
+CUDA_PROBE_UNSPILLS = mutant(
+    "mutant-cuda-probe-unspills", ("5.3",), "reference_impl.store.proxy",
+    "ProxyObject.__cuda_array_interface__", "if not hasattr(state_of(self).type_,",
+    "if not not hasattr(state_of(self).type_,",
+)
+
+ZOO.update({
+    "mutant_cuda_probe_unspills": (CUDA_PROBE_UNSPILLS, "STORE-USE-005"),
+})
