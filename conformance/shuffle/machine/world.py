@@ -15,6 +15,7 @@ from .. import faults as faults
 from ..judge import Landing, field_metadata_kept, outcome_problems
 from ..rich_tables import describe
 from ..tables import ShuffleCase
+from .hang_report import hang_report
 
 HEAL = 60.0  # seconds for a killed worker's nanny to bring it back
 # The suite's own bound on distributed's wait, whose timeout once never fired: a README run
@@ -36,7 +37,8 @@ class ClusterUnresponsive(EnvironmentFailure):
 
 def healed(client: Any, n_workers: int) -> None:
     """Wait for the nanny to bring a killed worker back; NannyNeverRestarted if it does not,
-    ClusterUnresponsive if distributed's wait itself never returns (it is left behind)."""
+    ClusterUnresponsive if distributed's wait itself never returns (it is left behind, and the
+    message says what it and the client's loop were waiting on)."""
     outcome: list[BaseException | None] = []
 
     def wait() -> None:
@@ -53,7 +55,7 @@ def healed(client: Any, n_workers: int) -> None:
         raise ClusterUnresponsive(
             f"environment: distributed's wait_for_workers({n_workers}, timeout={HEAL:.0f}) did "
             f"not return within {WAIT_BOUND:.0f} s after a worker was killed; not the "
-            f"implementation's failure: rerun"
+            f"implementation's failure: rerun\n{hang_report(client, waiter)}"
         )
     if isinstance(outcome[0], TimeoutError):
         raise NannyNeverRestarted(
