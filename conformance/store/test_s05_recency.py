@@ -216,7 +216,6 @@ def test_asking_a_spilled_values_size_is_not_using_it(impl, harness):
     h.check({"a", "b"})
 
 
-
 @conformance_id("STORE-USE-005", clause="5.3")
 @requires("store", "store.evict.manual")
 def test_probing_for_the_cuda_array_interface(impl, harness):
@@ -242,6 +241,7 @@ def test_probing_for_the_cuda_array_interface(impl, harness):
     assert value_digest(h.device, v) == seed_digest(1, N)
     del v, w
     h.check({"a", "b", "c"})
+
 
 class TierModel:
     """Strict LRU over three tiers for values of N bytes: the device holds 4, host ``host_cap``.

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import gc
 import pickle
+from functools import partial
 
 import numpy as np
 
 from conformance import conformance_id, not_exercised, requires
 from conformance.api import evict
 from conformance.store.harness import LIMIT, digest, host_bytes, seed_digest, to_host, value_digest
-from conformance.store.probes import state_of
+from conformance.store.probes import peak_during, state_of
 from conformance.store.tiers import N as SPILLED_N
 from conformance.store.tiers import spilled_value
 
@@ -204,6 +205,42 @@ def test_unpickled_values_can_be_stored_again(impl, make_store):
     assert (snap.device_bytes, snap.host_bytes, snap.disk_bytes) == (0, 0, 0), snap
     snap = other.check(set())
     assert (snap.device_bytes, snap.host_bytes, snap.disk_bytes, h.ledger()) == (0, 0, 0, 0), snap
+
+
+@conformance_id("STORE-PICKLE-004", clause=("13.7", "4.2", "4.9"))
+@requires("store", "store.pickle", "store.lru.strict", "store.evict.manual")
+def test_an_unpickled_spilled_value_makes_room_before_it_lands(impl, make_store, device_kind):
+    """A datetime64 array (NumPy pickles it in band: no out-of-band frame) is handed out,
+    spilled, pickled and unpickled, then stored under a new key while a, b, c and d fill the
+    device. The set must make the room the value takes on the device before it lands (the
+    peak, less what the caller held, within the limit) and move off a, the least recently
+    used, and only a; y reads back exactly. (A mutant of the reference sized that room by the
+    serialized frames, 0 bytes here: it copied y back first and evicted a afterwards.)"""
+    h = make_store()
+    s = h.store
+    want = np.arange(SPILLED_N // 8).astype("M8[ns]" if device_kind == "sim" else "<i8")
+    s["x"] = h.device.asarray(want)  # CuPy holds no datetimes: int64 there
+    v = s["x"]
+    evict(h.adapter, s, 4 * LIMIT)
+    if h.snapshot().tiers["x"] == "device":
+        not_exercised("evict left x on the device")
+    blob = pickle.dumps(v)
+    del v
+    for i, k in enumerate("abcd"):
+        s[k] = h.value(SPILLED_N, seed=i)  # the device is full; a is the least recently used
+    w = pickle.loads(blob)
+    held = h.ledger() - h.snapshot().device_bytes  # a device copy, where unpickling made one
+    _, peak = peak_during(h, partial(s.__setitem__, "y", w))
+    del w
+    snap = h.check({"x", "y", *"abcd"})
+    moved = [k for k in "abcd" if snap.tiers[k] != "device"]
+    assert peak - held <= h.limit and moved == ["a"], (
+        f"storing y ({SPILLED_N:,} device bytes, unpickled from a spilled value) beside a, b, c "
+        f"and d ({SPILLED_N:,} each, the limit full) peaked at {peak - held:,} store bytes on "
+        f"the device (limit {h.limit:,}) and moved {moved} off it: tiers {dict(snap.tiers)}"
+    )
+    assert np.array_equal(h.device.to_host(s["y"]), want), "y read back different"
+    h.check({"x", "y", *"abcd"})
 
 
 @conformance_id("STORE-USE-002", clause=("13.3", "13.1"))

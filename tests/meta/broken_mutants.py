@@ -287,3 +287,13 @@ CUDA_PROBE_UNSPILLS = mutant(
 ZOO.update({
     "mutant_cuda_probe_unspills": (CUDA_PROBE_UNSPILLS, "STORE-USE-005"),
 })
+
+ADOPTED_ROOM_OF_FRAMES = mutant(
+    "mutant-adopted-room-of-frames", ("13.7", "4.2"), "reference_impl.store.tracker",
+    "Tracker.track", 'int(state.meta.get("nbytes", 0)) or payload.frames_nbytes',
+    'int(state.meta.get("nbytes", 0)) and payload.frames_nbytes',
+)
+
+ZOO.update({
+    "mutant_adopted_room_of_frames": (ADOPTED_ROOM_OF_FRAMES, "STORE-PICKLE-004"),
+})
