@@ -297,3 +297,18 @@ ADOPTED_ROOM_OF_FRAMES = mutant(
 ZOO.update({
     "mutant_adopted_room_of_frames": (ADOPTED_ROOM_OF_FRAMES, "STORE-PICKLE-004"),
 })
+
+CLEAN_COPY_KEPT_FOR_ARRAY = mutant(
+    "mutant-clean-copy-kept-for-array", ("6.4", "13.1"), "reference_impl.store.index",
+    "UnitIndex.add_allocs", "if not is_immutable(handler):\n" + " " * 20 + "self._drop_clean_of((holders,))",
+    "if is_immutable(handler):\n" + " " * 20 + "self._drop_clean_of((holders,))",
+)
+CLEAN_COPIES_NEVER_DROPPED = mutant(
+    "mutant-clean-copies-never-dropped", ("6.4", "13.1"), "reference_impl.store.index",
+    "UnitIndex._drop_clean_of", "for p in pids:", "for p in []:",
+)
+
+ZOO.update({
+    "mutant_clean_copy_kept_for_array": (CLEAN_COPY_KEPT_FOR_ARRAY, "STORE-UNSPILL-006"),
+    "mutant_clean_copies_never_dropped": (CLEAN_COPIES_NEVER_DROPPED, "STORE-UNSPILL-006"),
+})
