@@ -274,29 +274,17 @@ LEN_OF_LAST_AXIS = mutant(
     "ArrayType.metadata", 'meta["__len__"] = int(shape[0])', 'meta["__len__"] = int(shape[-1])',
 )
 
-ZOO.update({
-    "mutant_len_of_last_axis": (LEN_OF_LAST_AXIS, "STORE-VALUE-004"),
-})
-
 CUDA_PROBE_UNSPILLS = mutant(
     "mutant-cuda-probe-unspills", ("5.3",), "reference_impl.store.proxy",
     "ProxyObject.__cuda_array_interface__", "if not hasattr(state_of(self).type_,",
     "if not not hasattr(state_of(self).type_,",
 )
 
-ZOO.update({
-    "mutant_cuda_probe_unspills": (CUDA_PROBE_UNSPILLS, "STORE-USE-005"),
-})
-
 ADOPTED_ROOM_OF_FRAMES = mutant(
     "mutant-adopted-room-of-frames", ("13.7", "4.2"), "reference_impl.store.tracker",
     "Tracker.track", 'int(state.meta.get("nbytes", 0)) or payload.frames_nbytes',
     'int(state.meta.get("nbytes", 0)) and payload.frames_nbytes',
 )
-
-ZOO.update({
-    "mutant_adopted_room_of_frames": (ADOPTED_ROOM_OF_FRAMES, "STORE-PICKLE-004"),
-})
 
 CLEAN_COPY_KEPT_FOR_ARRAY = mutant(
     "mutant-clean-copy-kept-for-array", ("6.4", "13.1"), "reference_impl.store.index",
@@ -309,6 +297,9 @@ CLEAN_COPIES_NEVER_DROPPED = mutant(
 )
 
 ZOO.update({
+    "mutant_len_of_last_axis": (LEN_OF_LAST_AXIS, "STORE-VALUE-004"),
+    "mutant_cuda_probe_unspills": (CUDA_PROBE_UNSPILLS, "STORE-USE-005"),
+    "mutant_adopted_room_of_frames": (ADOPTED_ROOM_OF_FRAMES, "STORE-PICKLE-004"),
     "mutant_clean_copy_kept_for_array": (CLEAN_COPY_KEPT_FOR_ARRAY, "STORE-UNSPILL-006"),
     "mutant_clean_copies_never_dropped": (CLEAN_COPIES_NEVER_DROPPED, "STORE-UNSPILL-006"),
 })
