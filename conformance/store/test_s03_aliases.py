@@ -264,6 +264,51 @@ def test_a_host_object_changed_between_its_sets_leaves_exact_totals(make_store):
     assert (snap.host_bytes, snap.disk_bytes) == (0, 0), f"every key deleted, yet {snap}"
 
 
+@conformance_id("STORE-ALIAS-007", clause=("3.2", "3.4", "3.5"))
+@requires(
+    "store", "store.alias.dedup", "store.evict.manual", "store.spill.host",
+    "store.unspill.on_access",
+)  # fmt: skip
+def test_a_value_read_back_and_stored_again_is_one_copy(impl, make_store):
+    """A value spilled (to host, and to disk where the store can) and read back is a new
+    object on the device. Two tasks take it: one slices it (its memory is shared now), one
+    casts it to the dtype it has, a no-op that returns its input (``astype(copy=False)``, as
+    NumPy and CuPy do), stored under a second key. That is the object read back: one copy,
+    counted once on every tier. (A mutant of the reference lost track of the read-back object
+    once its memory was shared: stored again, it was a second value, spilled twice.)"""
+    disk = {"store.limit.host", "store.spill.disk"} <= impl.capabilities
+    n, head = LIMIT // 4, LIMIT // 16
+    for tier in ("host", "disk") if disk else ("host",):
+        h = make_store(host_limit=0) if tier == "disk" else make_store()
+        s = h.store
+        s["a"] = h.value(n, seed=11)
+        evict(h.adapter, s, 4 * LIMIT)
+        assert h.check({"a"}).tiers["a"] == tier, f"evict(all) left a on {h.snapshot().tiers}"
+        v = s["a"]  # read back: on the device again
+        s["head"] = v[:head]
+        s["b"] = v.astype(v.dtype, copy=False)
+        del v
+        keys = {"a", "head", "b"}
+        snap = h.check(keys)
+        assert snap.device_bytes == n, (
+            f"a read back, a slice of it and itself again: one {n:,}-byte allocation, counted "
+            f"{snap.device_bytes:,} bytes (tiers {dict(snap.tiers)})"
+        )
+        evict(h.adapter, s, 4 * LIMIT)
+        snap = h.check(keys)
+        got = snap.host_bytes if tier == "host" else sum(files_under(h.env.spill_dir).values())
+        assert n + head <= got <= n + head + 2 * 4096, (
+            f"a {n:,}-byte value read back from {tier} and stored again under b, and a "
+            f"{head:,}-byte slice of it, spilled to {tier}: {got:,} bytes there (tiers "
+            f"{dict(snap.tiers)}): one copy of the value, not one per key"
+        )
+        for key, want in (("b", seed_digest(11, n)), ("a", seed_digest(11, n))):
+            assert value_digest(h.device, s[key]) == want, f"{key} read back different"
+        assert value_digest(h.device, s["head"]) == digest(host_bytes(11, n)[:head])
+        h.check(keys)
+        h.close()
+
+
 def _arrow_table():
     """Ints with nulls and strings: a table of several device buffers."""
     import pyarrow as pa

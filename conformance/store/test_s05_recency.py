@@ -162,6 +162,45 @@ def test_registering_again_does_not_refresh_an_external(harness):
     h.check({"a"})
 
 
+def _shares(h, what: str) -> None:
+    """Two keys, one allocation (2 Q): an array and a view of it, or one array twice."""
+    x = h.value(2 * Q, seed=1)
+    h.store["a"] = x
+    h.store["b"] = x[:Q] if what == "an array and a view of it" else x
+
+
+@conformance_id("STORE-RECENCY-004", clause=("5.2", "3.9", "5.4"))
+@requires("store", "store.alias.dedup", "store.evict.manual", "store.lru.strict", "store.proxy")
+def test_using_a_value_whose_memory_another_key_shares_refreshes_both(device_kind, harness):
+    """Keys a and b share one allocation (an array and a view of it, or one array under two
+    keys); c, stored after them, shares nothing. A use of b's value handed out before c was
+    stored (attribute, arithmetic, indexing, np.asarray, a NumPy function or ufunc) makes the
+    pair the most recently used, a included: evict(1) then takes c, not the pair. (A mutant of
+    the reference refreshed only b's own key once anything in the store shared memory: a, left
+    the least recently used, took b with it at the next eviction.)"""
+    h, s = harness, harness.store
+    uses = {w: u for w, u in USES.items() if not w.startswith("store")}
+    if device_kind != "sim":
+        del uses["np.asarray(v)"]  # CuPy refuses an implicit copy to the host
+    stale = []
+    for shape in ("an array and a view of it", "one array under two keys"):
+        for what, use in uses.items():
+            _shares(h, shape)
+            v = s["b"]
+            s["c"] = h.value(Q, seed=3)  # now the most recent
+            result = use(s, "b", v)
+            del result, v
+            evict(h.adapter, s, 1)
+            tiers = h.check("abc").tiers
+            if tiers["c"] == "device" or {tiers["a"], tiers["b"]} != {"device"}:
+                stale.append(f"{shape}, {what}: evict(1) left {dict(tiers)}")
+            s.clear()
+    assert not stale, (
+        "a use of a value whose memory another key shares did not make the pair the most "
+        "recently used (c, stored after them, should go first): " + "; ".join(stale)
+    )
+
+
 @conformance_id("STORE-LIMIT-003", clause=("5.1", "5.4"))
 @requires("store", "store.lru.strict")
 def test_least_recently_used_is_evicted_first(harness):

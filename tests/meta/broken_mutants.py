@@ -231,6 +231,16 @@ SET_AFTER_CLOSE_ACCEPTED = mutant(
     "ProxifyHostFile.__setitem__", "if self._closed:", "if not self._closed:",
 )
 
+READ_BACK_STORED_AGAIN_COUNTED_TWICE = mutant(
+    "mutant-read-back-stored-again-counted-twice", ("3.2",), "reference_impl.store.index",
+    "UnitIndex._name_raw", "if proxy is not None else None", "if not proxy is not None else None",
+)
+
+SHARED_USE_TOUCHES_ONE = mutant(
+    "mutant-shared-use-touches-one", ("5.2", "5.4", "3.9"), "reference_impl.store.hostfile",
+    "ProxifyHostFile._touch_record", "if not index.links or", "if index.links or",
+)
+
 ZOO: dict[str, tuple[type, str]] = {
     "mutant_unspill_room_of_base": (UNSPILL_ROOM_OF_BASE, "STORE-LIMIT-008"),
     "mutant_set_evicts_thrice": (SET_EVICTS_THRICE, "STORE-LIMIT-008"),
@@ -265,6 +275,11 @@ ZOO: dict[str, tuple[type, str]] = {
     "mutant_host_peer_counted_by_another": (HOST_PEER_COUNTED_BY_ANOTHER, "STORE-ALIAS-006"),
     "mutant_empty_table_sized_one_byte": (EMPTY_TABLE_SIZED_ONE_BYTE, "STORE-TABLE-002"),
     "mutant_set_after_close_accepted": (SET_AFTER_CLOSE_ACCEPTED, "STORE-CLOSE-003"),
+    "mutant_read_back_stored_again_counted_twice": (
+        READ_BACK_STORED_AGAIN_COUNTED_TWICE,
+        "STORE-ALIAS-007",
+    ),
+    "mutant_shared_use_touches_one": (SHARED_USE_TOUCHES_ONE, "STORE-RECENCY-004"),
 }
 
 # Issue 44, the store survivors at cf91b7b still "property to add" (branch propB): each is

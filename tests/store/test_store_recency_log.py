@@ -101,3 +101,19 @@ def test_a_removed_unit_is_no_victim_and_no_longer_listed():
     assert rec.device_victim(set()) is b
     rec.place(a, "device")  # back: the most recent, not its old slot
     assert rec.device_units() == [b, a]
+
+
+def test_a_pinned_host_unit_is_skipped_not_the_end_of_the_victims():
+    """A pinned unit (in use by the current operation) is no victim; the units behind it still
+    are, and it stays queued. (The one cascade the store runs with a pin held, a host value's
+    read, touches the pinned group first, so it is always the newest on host and no
+    conformance test can put it ahead of others: the mutant bb9d0e6222d1 that stopped here
+    is equivalent through the store, and this test holds the queue's own contract.)"""
+    rec = Recency()
+    units = _units(4)
+    for u in units:
+        rec.place(u, "host")
+    pinned = rec.pin([units[0], units[2]])
+    assert list(rec.host_victims()) == [units[1], units[3]]
+    rec.unpin(pinned)
+    assert list(rec.host_victims()) == units
