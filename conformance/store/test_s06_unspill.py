@@ -170,3 +170,36 @@ def test_a_kept_file_goes_with_its_key_after_any_number_of_spills(make_store):
     assert (snap.device_bytes, snap.host_bytes, snap.disk_bytes) == (0, 0, 0) and not left, (
         f"every key deleted, yet {snap}, files {sorted(left)}"
     )
+
+
+@conformance_id("STORE-UNSPILL-006", clause=("6.4", "13.1"))
+@requires("store", "store.table", "store.spill.disk", "store.limit.host", "store.evict.manual")
+def test_a_table_written_through_an_array_goes_back_to_disk_as_it_is(make_store):
+    """A table goes to disk and comes back (a store may keep its file as a clean copy); then
+    its column's buffer is stored as an array under another key, and a write through that
+    array changes the table in memory. Evicted again and read back, the table must have the
+    write: the kept file went stale when a mutable array came to share its memory. (Mutants
+    of the reference kept the copy and read back the table as it was before the write.)"""
+    import pyarrow as pa
+
+    from reference_impl import Table
+
+    h = make_store(host_limit=0)
+    s = h.store
+    rows = LIMIT // 32
+    s["t"] = Table.from_arrow(pa.table({"x": pa.array(range(rows), pa.int64())}), h.device)
+    evict(h.adapter, s, 4 * LIMIT)
+    assert h.check({"t"}).tiers["t"] == "disk", "evict(all) with a host limit of 0"
+    s["a"] = s["t"].column("x").data  # the table's own buffer: an array sharing its memory
+    a = s["a"]
+    a[: rows // 2] = -7  # a write through the array, while both are on the device
+    del a
+    evict(h.adapter, s, 4 * LIMIT)
+    tiers = dict(h.check({"t", "a"}).tiers)
+    want = [-7] * (rows // 2) + list(range(rows // 2, rows))
+    got = s["t"].to_arrow().column("x").to_pylist()
+    assert got == want, (
+        f"the table read back (tiers after evict(all): {tiers}) lost the write made through "
+        f"the array sharing its buffer: {got[:3]} ... where -7 was written"
+    )
+    h.check({"t", "a"})

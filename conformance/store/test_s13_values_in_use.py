@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import gc
 import pickle
+from functools import partial
 
 import numpy as np
 
 from conformance import conformance_id, not_exercised, requires
 from conformance.api import evict
 from conformance.store.harness import LIMIT, digest, host_bytes, seed_digest, to_host, value_digest
-from conformance.store.probes import state_of
+from conformance.store.probes import peak_during, state_of
 from conformance.store.tiers import N as SPILLED_N
 from conformance.store.tiers import spilled_value
 
@@ -204,6 +205,64 @@ def test_unpickled_values_can_be_stored_again(impl, make_store):
     assert (snap.device_bytes, snap.host_bytes, snap.disk_bytes) == (0, 0, 0), snap
     snap = other.check(set())
     assert (snap.device_bytes, snap.host_bytes, snap.disk_bytes, h.ledger()) == (0, 0, 0, 0), snap
+
+
+def _spilled_datetimes(h, want):
+    """``want`` stored under x in ``h`` and handed out, then evicted: held while spilled."""
+    h.store["x"] = h.device.asarray(want)
+    v = h.store["x"]
+    evict(h.adapter, h.store, 4 * LIMIT)
+    if h.snapshot().tiers["x"] == "device":
+        not_exercised("evict left x on the device")
+    return v
+
+
+def _unpickled(make_store, want):
+    """The store and a value of its own that was spilled when pickled, unpickled (13.7)."""
+    h = make_store()
+    return h, pickle.loads(pickle.dumps(_spilled_datetimes(h, want)))
+
+
+def _from_a_closed_store(make_store, want):
+    """Another store and a value a closed store handed out while it was spilled (11.8)."""
+    a = make_store()
+    v = _spilled_datetimes(a, want)
+    a.close(check=False)
+    return make_store(device=a.device), v
+
+
+@conformance_id("STORE-PICKLE-004", clause=("13.7", "4.2", "4.9", "11.8"))
+@requires("store", "store.pickle", "store.lru.strict", "store.evict.manual")
+def test_a_value_arriving_spilled_makes_room_before_it_lands(impl, make_store, device_kind):
+    """A datetime64 array (NumPy pickles it in band: no out-of-band frame) arrives spilled:
+    unpickled from a spilled handed-out value, and (with store.alias.dedup) handed out spilled
+    by a store since closed. It is stored under y while a, b, c and d fill the device. The set
+    must make the room y takes on the device before it lands (the peak, less what the caller
+    held, within the limit) and move off a, the least recently used, and only a; y reads back
+    exactly. (A mutant of the reference sized that room by the serialized frames, 0 bytes
+    here: it copied y to the device first and evicted a afterwards.)"""
+    want = np.arange(SPILLED_N // 8).astype("M8[ns]" if device_kind == "sim" else "<i8")
+    ways = {"unpickled": _unpickled}  # CuPy holds no datetimes: int64 there
+    if "store.alias.dedup" in impl.capabilities:
+        ways["from a closed store"] = _from_a_closed_store
+    for way, arrive in ways.items():
+        h, w = arrive(make_store, want)
+        s = h.store
+        for i, k in enumerate("abcd"):
+            s[k] = h.value(SPILLED_N, seed=i)  # the device is full; a is the least recent
+        held = h.ledger() - h.snapshot().device_bytes  # a device copy, where one was made
+        _, peak = peak_during(h, partial(s.__setitem__, "y", w))
+        del w
+        keys = set(h.snapshot().tiers)
+        snap = h.check(keys)
+        moved = [k for k in "abcd" if snap.tiers[k] != "device"]
+        assert peak - held <= h.limit and moved == ["a"], (
+            f"storing y ({SPILLED_N:,} device bytes, {way}) beside a, b, c and d ("
+            f"{SPILLED_N:,} each, the limit full) peaked at {peak - held:,} store bytes on the "
+            f"device (limit {h.limit:,}) and moved {moved} off it: tiers {dict(snap.tiers)}"
+        )
+        assert np.array_equal(h.device.to_host(s["y"]), want), f"y ({way}) read back different"
+        h.check(keys)
 
 
 @conformance_id("STORE-USE-002", clause=("13.3", "13.1"))

@@ -225,6 +225,10 @@ class ProxyObject:
             if manager is not None:
                 manager.proxy_touch(state)
             return meta[name]
+        if name == "__cuda_array_interface__":
+            # Reached only when the property below raised AttributeError (the object is no
+            # CUDA array): the answer is no, and a probe must not bring the value back.
+            raise AttributeError(name)
         return getattr(_use(self), name)
 
     def __setattr__(self, name: str, value: Any) -> None:

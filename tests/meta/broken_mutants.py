@@ -281,3 +281,40 @@ ZOO: dict[str, tuple[type, str]] = {
     ),
     "mutant_shared_use_touches_one": (SHARED_USE_TOUCHES_ONE, "STORE-RECENCY-004"),
 }
+
+# Issue 44, the store survivors at cf91b7b still "property to add" (branch propB): each is
+# caught by the ID written for it.
+LEN_OF_LAST_AXIS = mutant(
+    "mutant-len-of-last-axis", ("2.1",), "reference_impl.store.dispatch",
+    "ArrayType.metadata", 'meta["__len__"] = int(shape[0])', 'meta["__len__"] = int(shape[-1])',
+)
+
+CUDA_PROBE_UNSPILLS = mutant(
+    "mutant-cuda-probe-unspills", ("5.3",), "reference_impl.store.proxy",
+    "ProxyObject.__cuda_array_interface__", "if not hasattr(state_of(self).type_,",
+    "if not not hasattr(state_of(self).type_,",
+)
+
+ADOPTED_ROOM_OF_FRAMES = mutant(
+    "mutant-adopted-room-of-frames", ("13.7", "4.2"), "reference_impl.store.tracker",
+    "Tracker.track", 'int(state.meta.get("nbytes", 0)) or payload.frames_nbytes',
+    'int(state.meta.get("nbytes", 0)) and payload.frames_nbytes',
+)
+
+CLEAN_COPY_KEPT_FOR_ARRAY = mutant(
+    "mutant-clean-copy-kept-for-array", ("6.4", "13.1"), "reference_impl.store.index",
+    "UnitIndex.add_allocs", "if not is_immutable(handler):\n" + " " * 20 + "self._drop_clean_of((holders,))",
+    "if is_immutable(handler):\n" + " " * 20 + "self._drop_clean_of((holders,))",
+)
+CLEAN_COPIES_NEVER_DROPPED = mutant(
+    "mutant-clean-copies-never-dropped", ("6.4", "13.1"), "reference_impl.store.index",
+    "UnitIndex._drop_clean_of", "for p in pids:", "for p in []:",
+)
+
+ZOO.update({
+    "mutant_len_of_last_axis": (LEN_OF_LAST_AXIS, "STORE-VALUE-004"),
+    "mutant_cuda_probe_unspills": (CUDA_PROBE_UNSPILLS, "STORE-USE-005"),
+    "mutant_adopted_room_of_frames": (ADOPTED_ROOM_OF_FRAMES, "STORE-PICKLE-004"),
+    "mutant_clean_copy_kept_for_array": (CLEAN_COPY_KEPT_FOR_ARRAY, "STORE-UNSPILL-006"),
+    "mutant_clean_copies_never_dropped": (CLEAN_COPIES_NEVER_DROPPED, "STORE-UNSPILL-006"),
+})

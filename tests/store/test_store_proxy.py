@@ -54,6 +54,18 @@ def test_unary_inplace_and_protocols(pair):
         p.no_such_attribute  # noqa: B018
 
 
+def test_probing_a_spilled_proxy_for_the_cuda_interface_leaves_it_spilled(arr, make_store):
+    """The property raises AttributeError for a non-CUDA object, and Python then asks
+    ``__getattr__``: that fallback must answer no too, not bring the value back to ask it."""
+    s = make_store(device_memory_limit=NB, memory_limit=2 * NB + 400)
+    s["a"] = arr(1)
+    pa = s["a"]
+    s["b"] = arr(2)
+    before = s.snapshot()
+    assert before.tiers == {"a": "host", "b": "device"}
+    assert not hasattr(pa, "__cuda_array_interface__")
+    assert s.snapshot() == before
+
 def test_pickle_managed_proxy_on_each_tier(arr, make_store):
     s = make_store(device_memory_limit=NB, memory_limit=NB + 200)
     s["a"] = arr(1)
