@@ -302,24 +302,28 @@ def test_numpy_entry_points_on_a_spilled_value(impl, harness, device_kind):
 
 @conformance_id("STORE-USE-003", clause="13.4")
 @requires("store", "store.pickle", "store.evict.manual")
-def test_spilled_values_cross_dasks_wire_protocol(impl, harness):
+def test_spilled_values_cross_dasks_wire_protocol(impl, make_store):
     """A worker sends a value with ``distributed.protocol.serialize``; a spilled value must
-    arrive equal and as a device value, and sending it must not bring it back to the device."""
+    arrive equal and as a device value, from host and from disk, and sending it must not bring
+    it back to the device (nor, from disk, to host)."""
     from distributed.protocol import deserialize, serialize
 
-    h = harness
-    v, tier = spilled_value(impl, h, seed=3)
-    before = state_of(h)
-    header, frames = serialize(v, serializers=("dask", "pickle"), on_error="raise")
-    after = state_of(h)
-    w = deserialize(header, frames)
-    assert h.device.is_device_array(w) or isinstance(w, v.__class__), (
-        f"a value sent from {tier} arrived as {type(w).__name__}, not a {v.__class__.__name__}"
-    )
-    assert value_digest(h.device, w) == seed_digest(3, SPILLED_N), (
-        f"a value sent from {tier} arrived changed"
-    )
-    changed = before.diff(after)
-    assert not changed, f"serializing a value on {tier} changed the store: {changed}"
-    del v, w
-    h.check({"a"})
+    disk = {"store.limit.host", "store.spill.disk"} <= impl.capabilities
+    for store_kw in ({}, {"host_limit": 0}) if disk else ({},):
+        h = make_store(**store_kw)
+        v, tier = spilled_value(impl, h, seed=3)
+        before = state_of(h)
+        header, frames = serialize(v, serializers=("dask", "pickle"), on_error="raise")
+        after = state_of(h)
+        w = deserialize(header, frames)
+        assert h.device.is_device_array(w) or isinstance(w, v.__class__), (
+            f"a value sent from {tier} arrived as {type(w).__name__}, not a {v.__class__.__name__}"
+        )
+        assert value_digest(h.device, w) == seed_digest(3, SPILLED_N), (
+            f"a value sent from {tier} arrived changed"
+        )
+        changed = before.diff(after)
+        assert not changed, f"serializing a value on {tier} changed the store: {changed}"
+        del v, w
+        h.check({"a"})
+        h.close()

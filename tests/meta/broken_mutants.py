@@ -318,3 +318,9 @@ ZOO.update({
     "mutant_clean_copy_kept_for_array": (CLEAN_COPY_KEPT_FOR_ARRAY, "STORE-UNSPILL-006"),
     "mutant_clean_copies_never_dropped": (CLEAN_COPIES_NEVER_DROPPED, "STORE-UNSPILL-006"),
 })
+
+SENDS_HELD_STATE = mutant(
+    "mutant-sends-held-state", ("13.4",), "reference_impl.store.comms",
+    "_host_payload", "if manager is not None else pxy.held", "if manager is None else pxy.held",
+)
+ZOO["mutant_sends_held_state"] = (SENDS_HELD_STATE, "STORE-USE-003")
