@@ -89,9 +89,10 @@ class DaskCudaAdapter:
     #    comes back to the device on first *use* of the proxy instead.
     #  - store.evict.manual: evict() below drives dask-cuda's public
     #    ProxyManager.evict() over the device tier (what its OOM callback does).
+    #  - store.proxy: store[key] hands out its ProxyObject (declared 2026-12-07;
+    #    a capability names a feature, and what fails under it is in the manifest).
     #  - not declared: store.spill.authenticated (no authentication of spill
-    #    files), store.proxy (its ProxyObject is a proxy, but is judged as in
-    #    the runs of docs/findings/dask-cuda.md).  The faults of its disk tier
+    #    files).  The faults of its disk tier
     #    (a failing write propagates out of __setitem__/eviction and the key
     #    is lost) are judged, implied by store.spill.disk: see the manifest.
     capabilities = frozenset(
@@ -107,6 +108,7 @@ class DaskCudaAdapter:
             "store.evict.manual",
             "store.threadsafe",
             "store.pickle",
+            "store.proxy",
         }
     )
 
