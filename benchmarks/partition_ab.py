@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from conformance.gitinfo import commit  # noqa: E402
+from conformance.runner.gitinfo import commit  # noqa: E402
 
 ROW = re.compile(r"^\| (\d+) \| ([\d.]+) \| ([\d.]+)x \|")
 
