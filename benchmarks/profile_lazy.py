@@ -92,7 +92,7 @@ def arm(trace: bool, at: int = 1, dask_worker=None) -> None:
                 heap=heap(),
                 arrow=pa.total_allocated_bytes(),
                 shards_memory=sum(len(b.memory) for b in bufs),
-                shards_index=sum(len(b.index) * 8 for b in bufs),
+                shards_index=sum(len(b.index) * b.index.itemsize for b in bufs),
                 shards_file=sum(b.file_bytes for b in bufs),
                 budget=ext.budget.buffered,
                 allowance=ext.budget.allowance(),
