@@ -27,6 +27,7 @@ import numpy as np
 
 from .errors import ShuffleClosedError, ShuffleError
 from .limiter import HostBudget
+from .packed import RowCodec, record_nbytes
 
 
 @dataclass
@@ -45,12 +46,13 @@ INT32 = (-(2**31), 2**31 - 1)
 class OutputBuffer:
     """One output's shards on its worker: ``index`` rows; bytes in ``memory``, then the file.
 
-    The index is int32 until a value does not fit (a shard's column of 2 GiB): a worker
-    holds one row per shard it receives, partitions**2 / workers of them, the one cost
-    here that grows with the partition count squared (at 1,024 x 1,024, 15-column rows
-    held 60 MiB per worker as int64)."""
+    A worker holds one index row per shard it receives, partitions**2 / workers of them,
+    the one cost here that grows with the partition count squared: rows are held as
+    :class:`~.packed.RowCodec` makes them (a few integers, not three a column), int32 until
+    a value does not fit (a string column's chars past 2 GiB in one shard). At 1,024 x
+    1,024, full rows held 60 MiB per worker as int64, 30 as int32."""
 
-    width: int
+    codec: RowCodec
     index: array = field(default_factory=lambda: array("i"))
     memory: bytearray = field(default_factory=bytearray)
     in_file: int = 0  # index rows whose bytes are in the file (a prefix: writes keep order)
@@ -59,17 +61,26 @@ class OutputBuffer:
 
     @property
     def n_shards(self) -> int:
-        return len(self.index) // self.width
+        return len(self.index) // self.codec.width
 
     def add_row(self, row: list[int]) -> None:
-        if self.index.typecode == "i" and (min(row) < INT32[0] or max(row) > INT32[1]):
+        held = self.codec.encode(row)
+        if self.index.typecode == "i" and (min(held) < INT32[0] or max(held) > INT32[1]):
             self.index = array("q", self.index)
-        self.index.extend(row)
+        self.index.extend(held)
 
     def rows(self) -> np.ndarray:
-        """The index as int64 rows (a copy when held as int32)."""
+        """The full index rows, int64, checked against the bytes held: a row the codec
+        could not give back whole would misplace every later shard's bytes."""
         held = np.frombuffer(self.index, dtype=np.int32 if self.index.typecode == "i" else np.int64)
-        return held.astype(np.int64).reshape(-1, self.width)
+        rows = self.codec.decode(held)
+        described = int(record_nbytes(rows).sum()) if len(rows) else 0
+        if described != self.file_bytes + len(self.memory):
+            raise ValueError(
+                f"its {len(rows)} index rows describe {described:,} bytes, but "
+                f"{self.file_bytes + len(self.memory):,} are held"
+            )
+        return rows
 
 
 class RunBuffers:
@@ -99,7 +110,7 @@ class RunBuffers:
             self._check_open()
             buf = self.outputs.get(output)
             if buf is None:
-                buf = self.outputs[output] = OutputBuffer(len(row))
+                buf = self.outputs[output] = OutputBuffer(RowCodec.learn(row))
             before = len(buf.memory)
             for f in frames:
                 buf.memory += memoryview(f)  # not ``+= f``: numpy would broadcast an add

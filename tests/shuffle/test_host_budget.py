@@ -50,15 +50,15 @@ def test_shards_past_the_ceiling_go_to_their_files(tmp_path):
 
 def test_index_rows_are_int32_until_a_value_does_not_fit(tmp_path):
     """A worker holds one index row per shard it receives (partitions**2 / workers): int32
-    halves them; a value past int32 (a 2 GiB column of one shard) widens the index, losing
-    no row."""
+    halves them; a value past int32 (a chunk number here, a string column's 2 GiB of
+    chars in one shard in life) widens the index, losing no row."""
     bufs = RunBuffers("s", "w", str(tmp_path / "run"), HostBudget(lambda: None))
     data = np.zeros(8, np.uint8)
-    bufs.append(0, [0, 0, 8], [data])
+    bufs.append(0, [0, 0, 8, 8, 0, -1], [data])  # one uint8 column, no mask
     buf = bufs.outputs[0]
     assert buf.index.itemsize == 4
-    bufs.append(0, [1, 2**31, 8], [data])  # a chunk number past int32, only to widen
+    bufs.append(0, [1, 2**31, 8, 8, 0, -1], [data])
     assert buf.index.itemsize == 8
-    assert buf.rows().tolist() == [[0, 0, 8], [1, 2**31, 8]]
+    assert buf.rows().tolist() == [[0, 0, 8, 8, 0, -1], [1, 2**31, 8, 8, 0, -1]]
     assert buf.rows().dtype == np.int64
     bufs.clear()
