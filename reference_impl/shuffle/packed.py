@@ -97,9 +97,12 @@ class RowCodec:
         self.ncolumns = ncolumns
         self.widths = np.asarray(widths, np.int64)  # data (fixed) or offsets (string) item size
         self.string = np.asarray(string, bool)
-        self._mask_at = [HEAD + PER_COLUMN * j + 2 for j in range(ncolumns)]
-        self._chars_at = [HEAD + PER_COLUMN * j for j in range(ncolumns) if string[j]]
         self.words = -(-ncolumns // MASK_BITS)
+        # per word, (flag, where the column's mask bytes are in a full row)
+        self._flags = [[] for _ in range(self.words)]
+        for j in range(ncolumns):
+            self._flags[j // MASK_BITS].append((1 << (j % MASK_BITS), HEAD + PER_COLUMN * j + 2))
+        self._chars_at = [HEAD + PER_COLUMN * j for j in range(ncolumns) if string[j]]
         self.width = HEAD + self.words + len(self._chars_at)  # integers a held row
 
     @classmethod
@@ -117,12 +120,8 @@ class RowCodec:
 
     def encode(self, row: list[int]) -> list[int]:
         held = row[:HEAD]
-        for w in range(self.words):
-            bits = 0
-            for bit, at in enumerate(self._mask_at[w * MASK_BITS : (w + 1) * MASK_BITS]):
-                if row[at] >= 0:
-                    bits |= 1 << bit
-            held.append(bits)
+        for flags in self._flags:
+            held.append(sum(flag for flag, at in flags if row[at] >= 0))
         held += [row[at] for at in self._chars_at]
         return held
 
