@@ -4,7 +4,8 @@ A shard crosses the comms and waits for its unpack as the host copies of its buf
 (per column: values or chars, offsets, mask; the layout of ``table.frames``), described
 by one index row: ``[input, chunk, rows, then per column: data bytes, offsets bytes,
 mask bytes or -1]``. The schema is the shuffle's, so nothing else is needed, and a
-worker keeps rows of plain integers per output, not Python objects per shard.
+worker keeps rows of plain integers per output, not Python objects per shard, and only
+the integers the schema does not imply (:class:`RowCodec`).
 
 An output is allocated once at its exact size from the index alone (no shard read),
 then each shard's bytes are copied in at the rows its input order gives it, in
