@@ -85,9 +85,10 @@ def test_an_output_built_from_held_rows_is_the_input(tmp_path):
 
 
 def test_a_row_the_codec_cannot_give_back_is_refused_before_a_byte_is_placed(tmp_path):
-    """A shard whose column is wider than the first shard's said (no run makes one: every
-    row has the run's schema) would misplace every later shard's bytes: the rows are
-    refused, naming what they describe and what is held."""
+    """A shard whose column has another width than the first shard's (no run makes one:
+    every row has the run's schema) would misplace every later shard's bytes: the rows
+    are refused, naming what they describe and what is held (the unpack's ShuffleError
+    then names the output)."""
     bufs = RunBuffers("s", "w", str(tmp_path), HostBudget(lambda: None))
     bufs.append(0, [0, 0, 4, 32, 0, -1], [np.zeros(32, np.uint8)])  # int64, 4 rows
     bufs.append(0, [1, 0, 4, 16, 0, -1], [np.zeros(16, np.uint8)])  # int32 by its bytes
