@@ -194,3 +194,31 @@ def test_coverage_map_judges_by_statement_and_sends_import_time_code_to_the_whol
     jit = tmp_path / "k.py"
     jit.write_text("import numba\n\ndef g(x):\n    return x + 1\n")
     assert covmap.tests_for({}, jit, "k.py", 4, 4) is None
+
+
+def test_a_mutant_that_hangs_one_test_is_killed_at_that_tests_limit(tmp_path):
+    """Each test gets factor x the slowest selected test's baseline + 60 s (pytest-timeout),
+    the run factor x their sum + 60 s; a kill by a test's limit is counted as a timeout
+    (and forgotten by --rerun-timeouts), its log kept."""
+    from types import SimpleNamespace
+
+    import execute
+    from cosmic_ray.work_item import TestOutcome, WorkerOutcome, WorkResult
+
+    durations = {"t::fast": 2.0, "t::slow": 40.0}
+    base = SimpleNamespace(durations=durations, tests_for=lambda *a: sorted(durations, key=durations.get))
+    spec = SimpleNamespace(start_pos=(3, 0), end_pos=(3, 9))
+    job = execute.Job("m.py", SimpleNamespace(mutations=[spec]))
+    group = targets.Group("g", ("m.py",), "SHUF-*", False, "reference")
+    command, whole = execute.command_for(job, group, base, tmp_path)
+    assert "--timeout=180" in command.split() and whole == 3.0 * 42.0 + 60
+    assert command.index("--timeout=180") < command.index("t::fast") < command.index("t::slow")
+
+    banner = "+++++++++++++++++++ Timeout +++++++++++++++++++\nFAILED t::slow"
+    hung = execute._marked(WorkResult(WorkerOutcome.NORMAL, output=banner, test_outcome=TestOutcome.KILLED))
+    assert hung.output.startswith("timeout: ") and banner in hung.output and plan.is_timeout(hung.output)
+    failed = WorkResult(WorkerOutcome.NORMAL, output="FAILED t::fast - assert 1 == 2", test_outcome=TestOutcome.KILLED)
+    assert execute._marked(failed) is failed and not plan.is_timeout(failed.output)
+    survived = WorkResult(WorkerOutcome.NORMAL, output=banner, test_outcome=TestOutcome.SURVIVED)
+    assert execute._marked(survived) is survived
+    assert plan.is_timeout("timeout") and not plan.is_timeout(None)

@@ -20,10 +20,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import attrs
 from cosmic_ray.mutating import mutate_and_test
 from cosmic_ray.work_db import WorkDB, use_db
 from cosmic_ray.work_item import MutationSpec, TestOutcome, WorkerOutcome, WorkItem
-from plan import rank, session_path
+from plan import is_timeout, rank, session_path
 from select_tests import Baseline
 from targets import Group
 
@@ -84,7 +85,9 @@ def reset_timeouts(modules: list[str], sessions: Path) -> int:
     n = 0
     for module in modules:
         with sqlite3.connect(session_path(sessions, module)) as db:
-            n += db.execute("DELETE FROM work_results WHERE output = 'timeout'").rowcount
+            n += db.execute(
+                "DELETE FROM work_results WHERE output = 'timeout' OR output LIKE 'timeout:%'"
+            ).rowcount
     return n
 
 
@@ -112,19 +115,34 @@ def carry_kills(modules: list[str], old: Path, new: Path) -> int:
 
 
 TIMEOUT_FACTOR = 3.0  # a mutant may take this many times its tests' baseline time, plus a minute
+TEST_TIMEOUT = "Timeout +++"  # pytest-timeout's banner: a test ran past its limit (a hang)
 
 
 def command_for(job: Job, group: Group, base: Baseline, workdir: Path) -> tuple[str, float]:
-    """The test command for one mutant, and its timeout."""
+    """The test command for one mutant, and its timeout.
+
+    Each test may also take ``TIMEOUT_FACTOR`` times the slowest selected test's baseline,
+    plus a minute (pytest-timeout): a mutant that hangs the first test it meets is killed
+    when that test runs past its limit, not after the whole selection's (26 minutes for a
+    mutant of ``close_run``, which every test reaches; 2026-12-07)."""
     spec = job.item.mutations[0]
     tests = base.tests_for(group, job.module, spec.start_pos[0], spec.end_pos[0], workdir / job.module)
     launcher = [sys.executable, str(Path(__file__).with_name("in_dir.py")), str(workdir)]
     if not tests:
         note = f"no conformance test reaches {job.module}:{spec.start_pos[0]}"
         return shlex.join([sys.executable, "-c", f"print({note!r})"]), 30.0
-    budget = sum(base.durations.get(t, 1.0) for t in tests)
-    cmd = [*launcher, sys.executable, *group.pytest_args(), "-x", "-q", "--no-header", "-p", "no:cov", *tests]
-    return shlex.join(cmd), TIMEOUT_FACTOR * budget + 60
+    durations = [base.durations.get(t, 1.0) for t in tests]
+    per_test = f"--timeout={TIMEOUT_FACTOR * max(durations) + 60:.0f}"
+    cmd = [*launcher, sys.executable, *group.pytest_args(), "-x", "-q", "--no-header", "-p", "no:cov", per_test]
+    return shlex.join([*cmd, *tests]), TIMEOUT_FACTOR * sum(durations) + 60
+
+
+def _marked(result):
+    """``result``, its output prefixed ``timeout:`` when a test ran past its limit."""
+    output = result.output or ""
+    if not result.is_killed or TEST_TIMEOUT not in output or is_timeout(output):
+        return result
+    return attrs.evolve(result, output="timeout: " + output)
 
 
 def run(
@@ -172,7 +190,7 @@ def run(
                 definition_name=spec.definition_name,
             )
             command, timeout = command_for(job, groups[job.module], base, workdir)
-            result = mutate_and_test([here], command, timeout)
+            result = _marked(mutate_and_test([here], command, timeout))
             with lock:
                 with use_db(str(session_path(sessions, job.module)), WorkDB.Mode.open) as db:
                     db.set_result(job.item.job_id, result)

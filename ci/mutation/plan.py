@@ -91,3 +91,9 @@ def init_session(module: str, root: Path, sessions: Path) -> int:
     with use_db(str(path), WorkDB.Mode.create) as db:
         db.add_work_items(items)
     return len(items)
+
+
+def is_timeout(output: str | None) -> bool:
+    """Whether a kill was by a timeout: the whole run's (cosmic-ray's ``"timeout"``) or one
+    test's (pytest-timeout's banner, kept with the log so the report can name the test)."""
+    return output == "timeout" or (output or "").startswith("timeout:")

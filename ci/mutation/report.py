@@ -19,7 +19,7 @@ from pathlib import Path
 
 from cosmic_ray.work_db import WorkDB, use_db
 from cosmic_ray.work_item import TestOutcome, WorkerOutcome
-from plan import rank, session_path
+from plan import is_timeout, rank, session_path
 from targets import GROUPS
 
 CLASSES = ("property", "equivalent", "accepted", "rejudged")
@@ -162,7 +162,7 @@ def _count(s: ModuleScore, module: str, item, result, triage: dict, stratum_of) 
     normal = result.worker_outcome == WorkerOutcome.NORMAL
     if normal and result.test_outcome == TestOutcome.KILLED:
         s.killed += 1
-        s.timeouts += result.output == "timeout"
+        s.timeouts += is_timeout(result.output)
         if st:
             st.run += 1
             st.killed += 1
