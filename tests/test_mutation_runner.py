@@ -196,7 +196,7 @@ def test_coverage_map_judges_by_statement_and_sends_import_time_code_to_the_whol
     assert covmap.tests_for({}, jit, "k.py", 4, 4) is None
 
 
-def test_a_mutant_that_hangs_one_test_is_killed_at_that_tests_limit(tmp_path):
+def test_a_mutant_that_hangs_one_test_is_killed_at_that_tests_limit(tmp_path, monkeypatch):
     """Each test gets factor x the slowest selected test's baseline + 60 s (pytest-timeout),
     the run factor x their sum + 60 s; a kill by a test's limit is counted as a timeout
     (and forgotten by --rerun-timeouts), its log kept."""
@@ -213,6 +213,9 @@ def test_a_mutant_that_hangs_one_test_is_killed_at_that_tests_limit(tmp_path):
     command, whole = execute.command_for(job, group, base, tmp_path)
     assert "--timeout=180" in command.split() and whole == 3.0 * 42.0 + 60
     assert command.index("--timeout=180") < command.index("t::fast") < command.index("t::slow")
+    assert " -n " not in command  # one process unless --test-procs says more
+    monkeypatch.setattr(execute, "TEST_PROCS", 2)
+    assert "-n 2" in execute.command_for(job, group, base, tmp_path)[0]
 
     banner = "+++++++++++++++++++ Timeout +++++++++++++++++++\nFAILED t::slow"
     hung = execute._marked(WorkResult(WorkerOutcome.NORMAL, output=banner, test_outcome=TestOutcome.KILLED))

@@ -116,6 +116,10 @@ def carry_kills(modules: list[str], old: Path, new: Path) -> int:
 
 TIMEOUT_FACTOR = 3.0  # a mutant may take this many times its tests' baseline time, plus a minute
 TEST_TIMEOUT = "Timeout +++"  # pytest-timeout's banner: a test ran past its limit (a hang)
+# pytest-xdist processes for one mutant's tests (--test-procs). A survivor runs every test that
+# reaches its line (up to 73, four minutes, through both adapters), and survivors took 80% of a
+# sample's time: two processes, each with its own cluster, as CI runs the suite (-n 2).
+TEST_PROCS = 1
 
 
 def command_for(job: Job, group: Group, base: Baseline, workdir: Path) -> tuple[str, float]:
@@ -133,7 +137,8 @@ def command_for(job: Job, group: Group, base: Baseline, workdir: Path) -> tuple[
         return shlex.join([sys.executable, "-c", f"print({note!r})"]), 30.0
     durations = [base.durations.get(t, 1.0) for t in tests]
     per_test = f"--timeout={TIMEOUT_FACTOR * max(durations) + 60:.0f}"
-    cmd = [*launcher, sys.executable, *group.pytest_args(), "-x", "-q", "--no-header", "-p", "no:cov", per_test]
+    procs = ["-n", str(TEST_PROCS)] if TEST_PROCS > 1 and len(tests) > 1 else []
+    cmd = [*launcher, sys.executable, *group.pytest_args(), "-x", "-q", "--no-header", "-p", "no:cov", per_test, *procs]
     return shlex.join([*cmd, *tests]), TIMEOUT_FACTOR * sum(durations) + 60
 
 

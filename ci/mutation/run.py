@@ -64,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--carry-from", help="a commit whose kills carry over (same code, a suite that only grew)")
     p.add_argument("--rerun-timeouts", action="store_true", help="forget kills by timeout, run them again")
     p.add_argument("--timeout-factor", type=float, default=3.0, help="timeout = factor x baseline + 60 s")
+    p.add_argument(
+        "--test-procs", type=int, default=1,
+        help="pytest-xdist processes per mutant's run (2: a survivor's tests in about half the time)",
+    )  # fmt: skip
     p.add_argument("--only-unreached", action="store_true", help="run only mutants no in-process test reaches")
     p.add_argument(
         "--select",
@@ -117,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             n = execute.carry_kills(same, old, sessions)
             print(f"carried {n} kills from {args.carry_from} ({len(modules) - len(same)} modules changed)", flush=True)
         execute.TIMEOUT_FACTOR = args.timeout_factor
+        execute.TEST_PROCS = args.test_procs
         if args.rerun_timeouts:
             existing = [m for m in modules if plan.session_path(sessions, m).exists()]
             print(f"forgot {execute.reset_timeouts(existing, sessions)} kills by timeout", flush=True)
