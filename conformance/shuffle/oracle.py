@@ -33,9 +33,14 @@ def _exact(v: object) -> object:
 
 
 def _key(v: object) -> object:
-    """A key as compared for co-location: all NaNs one value, -0.0 the same as 0.0."""
+    """A key as compared for co-location: all NaNs one value, -0.0 the same as 0.0; a list,
+    struct or map value (14.22's keys) item by item, field by field, entry by entry."""
     if isinstance(v, float):
         return ("nan",) if math.isnan(v) else v + 0.0
+    if isinstance(v, list | tuple):
+        return ("list", *(_key(x) for x in v))
+    if isinstance(v, dict):
+        return ("struct", *((k, _key(x)) for k, x in v.items()))
     return v
 
 

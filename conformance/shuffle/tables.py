@@ -357,6 +357,22 @@ def hard_type_case(name: str) -> ShuffleCase:
     return ShuffleCase((whole.slice(0, 2), whole.slice(2)), ("k0",), 2)
 
 
+def hard_key_case(name: str) -> ShuffleCase:
+    """``HARD_COLUMN`` of one of ``HARD_TYPES`` as the key (14.22's keys): every value twice,
+    the first copy in one input and the second in the other, so that a shuffle that splits
+    equal values is seen; five outputs for four distinct values."""
+    type_, values = HARD_TYPES[name]
+    if pa.types.is_dictionary(type_):
+        hard = pa.DictionaryArray.from_arrays(
+            pa.array([0, 1, None, 0] * 2, type_.index_type), ["lo", "hi"], ordered=type_.ordered
+        )
+    else:
+        hard = pa.array(values * 2, type_)
+    n = len(hard)
+    whole = pa.table({HARD_COLUMN: hard, ROW_ID: pa.array(range(n), pa.int64())})
+    return ShuffleCase((whole.slice(0, n // 2), whole.slice(n // 2)), (HARD_COLUMN,), 5)
+
+
 # Clause 14.23: the pandas index a row carries, as ``pa.Table.from_pandas`` writes it
 INDEX_KINDS = ("int", "str", "repeated", "category")
 CATEGORIES = ("c0", "c1", "c2", "c3", "c4")  # a categorical index's, the same in every input

@@ -1,6 +1,8 @@
 """Clause 14.22: the types users hold beyond 14.1's generated set (dictionaries, decimals,
 dates, times, halffloat) shuffle exactly, as keys and as payload: every row once and
-unchanged, the inputs' Arrow types, equal keys in one output."""
+unchanged, the inputs' Arrow types, equal keys in one output. The types an implementation
+may not carry (lists, structs, maps, ordered dictionaries) are shuffled exactly or refused
+naming the column, as payload and as the key."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from conformance.shuffle.tables import (
     HARD_TYPES,
     KEY_TYPES,
     every_dtype_case,
+    hard_key_case,
     hard_type_case,
     mixed_case,
     shuffle_cases,
@@ -107,3 +110,36 @@ def test_drawn_nested_columns_are_shuffled_exactly_or_refused_naming_the_column(
 
     examples = [null_leaves_case(), dynamic_fields_case()]
     for_each_case(hyp_settings(shuffle=True), nested_cases(), body, examples)
+
+
+@conformance_id("SHUF-DTYPE-004", clause=("14.22", "14.6", "14.12"))
+@requires("shuffle", "shuffle.dtypes")
+def test_a_key_of_a_type_not_carried_is_shuffled_or_refused_naming_the_column(
+    impl, shuffle_cluster
+):
+    """Each of SHUF-DTYPE-002's types as the key (``on``), every value in both inputs: equal
+    values (lists item by item, structs field by field, maps entry by entry) land in one
+    output with every row once, or the shuffle is refused naming the column, and the cluster
+    shuffles after. A front end that computes destinations with pandas' hashing cannot hash
+    a list and must say which column it could not hash, not "unhashable type" from inside a
+    task (found by mutation: the lazy path's check of its keys could go unseen)."""
+    problems = []
+    for type_name in sorted(HARD_TYPES):
+        case = hard_key_case(type_name)
+        try:
+            outputs = shuffle_cluster.run(case).outputs
+        except Exception as exc:  # noqa: BLE001 - any refusal is allowed, if it names the column
+            if HARD_COLUMN not in str(exc):
+                problems.append(f"{type_name} key: refused without naming the column: {exc!r}")
+            good = mixed_case(2, 2, 20, 3, nulls="shuffle.nulls" in impl.capabilities)
+            after = oracle.check(good, shuffle_cluster.run(good).outputs)
+            problems += [f"after refusing a {type_name} key: {p}" for p in after]
+            continue
+        wrong = (
+            oracle.count_problems(outputs, case.npartitions)
+            + oracle.schema_problems(outputs, case.schema)
+            + oracle.row_problems(case.tables, outputs)
+            + oracle.colocation_problems(outputs, case.on)
+        )
+        problems += [f"{type_name} key: {p}" for p in wrong]
+    assert not problems, "; ".join(problems)

@@ -1,5 +1,6 @@
 """Deliberately broken lazy front ends: the reference under dask's API (``reference-in-dask``)
-with ONE bug in how its dask shuffle moves frames, each caught by a clause of 14.26-14.28.
+with ONE bug in how its dask shuffle moves frames, each caught by a clause of 14.26-14.28
+(or 14.22's keys).
 
 Each adapter runs dask's shuffles under its own ``shuffle_method`` name, lowered to a
 subclass of the reference's ``DeviceShuffle`` that carries the bug (dask offers no registry
@@ -86,15 +87,23 @@ def _install() -> None:
         cls = _BROKEN.get(self.method or get_default_shuffle_method())
         if cls is None:
             return original(self)
-        return cls(*in_dask._lowered(self).operands)
+        check = in_dask._check_hashable_keys
+        if cls.skips_key_check:  # restored at once: the lowering runs in this thread
+            in_dask._check_hashable_keys = lambda keys, meta: None
+        try:
+            return cls(*in_dask._lowered(self).operands)
+        finally:
+            in_dask._check_hashable_keys = check
 
     _lower._broken_lazy = True
     Shuffle._lower = _lower
 
 
-def _device_shuffle(name: str, pre: Any = None, post: Any = None) -> type:
+def _device_shuffle(name: str, pre: Any = None, post: Any = None, skips_key_check: bool = False) -> type:
     """A DeviceShuffle whose inputs go through ``pre(df, npartitions)`` before the transfer
-    and whose outputs go through ``post(frame)`` after the unpack."""
+    and whose outputs go through ``post(frame)`` after the unpack; ``skips_key_check``: its
+    lowering does not check that dask can hash the keys (the mutant of ``in_dask`` that
+    survived before SHUF-DTYPE-004)."""
     from dask._task_spec import Task
 
     from reference_impl.shuffle.in_dask import DeviceShuffle, _Unfused, unpack_frame
@@ -116,6 +125,7 @@ def _device_shuffle(name: str, pre: Any = None, post: Any = None) -> type:
             return dsk
 
     Broken.__name__ = f"Broken{name}"
+    Broken.skips_key_check = skips_key_check
     return Broken
 
 
@@ -128,11 +138,13 @@ class _BrokenLazy(ReferenceInDask):
     violates: tuple[str, ...] = ()
     pre: Any = None
     post: Any = None
+    skips_key_check = False
 
     def setup_cluster(self, env: Any) -> None:
         super().setup_cluster(env)
         _install()
-        _BROKEN[self.method] = _device_shuffle(type(self).__name__, type(self).pre, type(self).post)
+        cls = type(self)
+        _BROKEN[self.method] = _device_shuffle(cls.__name__, cls.pre, cls.post, cls.skips_key_check)
 
 
 class control(_BrokenLazy):  # noqa: N801 - a factory name: --impl=broken_lazy:control
@@ -174,12 +186,23 @@ class RehashesDestinations(_BrokenLazy):
     pre = staticmethod(_rehashed)
 
 
+class SkipsKeyCheck(_BrokenLazy):
+    """Shuffles by a list or struct column without first checking that dask can hash it:
+    pandas' "unhashable type" from inside a task, naming no column."""
+
+    name = "broken-lazy-skips-key-check"
+    method = "device-skips-key-check"
+    violates = ("14.22",)
+    skips_key_check = True
+
+
 EXPECTED: dict[str, tuple[type, str]] = {
     "off_by_one_destination": (OffByOneDestination, "SHUF-DEST-001"),
     "clips_bad_destinations": (ClipsBadDestinations, "SHUF-DEST-002"),
     "drops_meta_dtype": (DropsMetaDtype, "SHUF-META-001"),
     "drops_index_name": (DropsIndexName, "SHUF-META-001"),
     "rehashes_destinations": (RehashesDestinations, "SHUF-DASK-001"),
+    "skips_key_check": (SkipsKeyCheck, "SHUF-DTYPE-004"),
 }
 
 for _attr, (_cls, _cid) in EXPECTED.items():
