@@ -52,6 +52,24 @@ def frames(rows: int, nparts: int):
     return dd.from_pandas(left, npartitions=nparts), dd.from_pandas(right, npartitions=nparts)
 
 
+@contextlib.contextmanager
+def cluster():
+    """The operations' cluster, ``(cluster, client)``: 2 workers, a SimDevice of 2 GiB each,
+    device limit 512 MiB, host 4 GiB (also ``profile_merge.py``'s)."""
+    import distributed
+
+    from reference_impl.shuffle import LocalDeviceCluster
+
+    with (
+        LocalDeviceCluster(
+            2, device="sim", device_capacity="2 GiB", device_memory_limit="512 MiB",
+            memory_limit="4 GiB", local_directory=tempfile.mkdtemp(),
+        ) as made,
+        distributed.Client(made) as client,
+    ):  # fmt: skip
+        yield made, client
+
+
 def merge(left, right, method: str | None):
     joined = left.merge(right, on="k", shuffle_method=method, broadcast=False)
     return joined.shape[0], joined.x.sum(), joined.y.sum()
@@ -86,7 +104,6 @@ def run_once(client, op: str, method: str, left, right) -> tuple[float, tuple]:
 def main(argv: list[str] | None = None) -> None:
     import distributed
 
-    from reference_impl.shuffle import LocalDeviceCluster
     from reference_impl.shuffle.in_dask import DeviceShufflesSeen
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -103,16 +120,10 @@ def main(argv: list[str] | None = None) -> None:
         if unknown:
             p.error(f"unknown {what} {', '.join(unknown)}; choose from {', '.join(known)}")
     print(f"{machine()}; {load()}", flush=True)
-    with (
-        LocalDeviceCluster(
-            2, device="sim", device_capacity="2 GiB", device_memory_limit="512 MiB",
-            memory_limit="4 GiB", local_directory=tempfile.mkdtemp(),
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):  # fmt: skip
+    with cluster() as (local, client):
         global SEEN
         SEEN = DeviceShufflesSeen()
-        cluster.scheduler.add_plugin(SEEN)
+        local.scheduler.add_plugin(SEEN)
         pids = client.run(os.getpid)
         left, right = frames(args.rows, args.partitions)
         left, right = left.persist(), right.persist()

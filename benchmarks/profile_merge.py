@@ -22,7 +22,6 @@ import argparse
 import contextlib
 import os
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -32,7 +31,7 @@ if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
 from benchmarks._common import load, machine  # noqa: E402
-from benchmarks.dask_ops import frames, merge  # noqa: E402
+from benchmarks.dask_ops import cluster, frames, merge  # noqa: E402
 from benchmarks.profile_lazy import heap  # noqa: E402
 from benchmarks.shuffle import mib  # noqa: E402
 
@@ -72,7 +71,8 @@ def arm(dask_worker=None) -> None:
     from dask.utils import key_split
 
     proc = psutil.Process()
-    state: dict = {"before": proc.memory_info().rss, "peak": (0,), "unmerged": (0,)}
+    before = proc.memory_info().rss
+    state: dict = {"before": before, "peak": (0,), "unmerged": (0, before, {})}  # P2P holds none
     stop = state["stop"] = threading.Event()
 
     def sample() -> None:
@@ -108,7 +108,6 @@ def main(argv: list[str] | None = None) -> None:
     import dask
     import distributed
 
-    from reference_impl.shuffle import LocalDeviceCluster
     from reference_impl.shuffle.in_dask import device_shuffle
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -122,13 +121,7 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         p.error(f"unknown methods {', '.join(unknown)}; choose from {', '.join(METHODS)}")
     print(f"{machine()}; {load()}", flush=True)
-    with (
-        LocalDeviceCluster(
-            2, device="sim", device_capacity="2 GiB", device_memory_limit="512 MiB",
-            memory_limit="4 GiB", local_directory=tempfile.mkdtemp(),
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):  # fmt: skip
+    with cluster() as (_, client):
         left, right = frames(args.rows, args.partitions)
         left, right = left.persist(), right.persist()
         distributed.wait([left, right])

@@ -53,6 +53,14 @@ def test_dictionary_decimal_date_time_and_halffloat_columns_shuffle_exactly(
     for_each_case(hyp_settings(shuffle=True), keys | mixed, body, [every_dtype_case()])
 
 
+def _refusal_problems(exc: BaseException, what: str, impl, shuffle_cluster) -> list[str]:
+    """A refusal must name the column, and the cluster must shuffle correctly after it."""
+    problems = [] if HARD_COLUMN in str(exc) else [f"{what}: refused without naming the column: {exc!r}"]
+    good = mixed_case(2, 2, 20, 3, nulls="shuffle.nulls" in impl.capabilities)
+    after = oracle.check(good, shuffle_cluster.run(good).outputs)
+    return problems + [f"after refusing {what}: {p}" for p in after]
+
+
 @conformance_id("SHUF-DTYPE-002", clause=("14.22", "14.12"))
 @requires("shuffle", "shuffle.dtypes")
 def test_a_type_not_carried_is_refused_naming_the_column(impl, shuffle_cluster):
@@ -69,11 +77,7 @@ def test_a_type_not_carried_is_refused_naming_the_column(impl, shuffle_cluster):
         except Exception as exc:  # noqa: BLE001 - any refusal is allowed, if it names the column
             if carries_nested and pa.types.is_nested(HARD_TYPES[type_name][0]):
                 problems.append(f"{type_name}: refused under shuffle.nested: {exc!r}")
-            elif HARD_COLUMN not in str(exc):
-                problems.append(f"{type_name}: refused without naming the column: {exc!r}")
-            good = mixed_case(2, 2, 20, 3, nulls="shuffle.nulls" in impl.capabilities)
-            after = oracle.check(good, shuffle_cluster.run(good).outputs)
-            problems += [f"after refusing {type_name}: {p}" for p in after]
+            problems += _refusal_problems(exc, type_name, impl, shuffle_cluster)
             continue
         wrong = oracle.schema_problems(outputs, case.schema) + oracle.row_problems(case.tables, outputs)
         problems += [f"{type_name}: {p}" for p in wrong]
@@ -129,11 +133,7 @@ def test_a_key_of_a_type_not_carried_is_shuffled_or_refused_naming_the_column(
         try:
             outputs = shuffle_cluster.run(case).outputs
         except Exception as exc:  # noqa: BLE001 - any refusal is allowed, if it names the column
-            if HARD_COLUMN not in str(exc):
-                problems.append(f"{type_name} key: refused without naming the column: {exc!r}")
-            good = mixed_case(2, 2, 20, 3, nulls="shuffle.nulls" in impl.capabilities)
-            after = oracle.check(good, shuffle_cluster.run(good).outputs)
-            problems += [f"after refusing a {type_name} key: {p}" for p in after]
+            problems += _refusal_problems(exc, f"{type_name} key", impl, shuffle_cluster)
             continue
         wrong = (
             oracle.count_problems(outputs, case.npartitions)
