@@ -13,7 +13,8 @@ from __future__ import annotations
 import pyarrow as pa
 from hypothesis import strategies as st
 
-from .tables import HARD_COLUMN, ROW_ID, ShuffleCase, cut, draw_inputs, values_of
+from .hard_types import HARD_COLUMN
+from .tables import ROW_ID, ShuffleCase, cut, draw_inputs, values_of
 
 # Leaves, by the name ``tables.values_of`` draws values for.
 LEAF_TYPES: dict[str, pa.DataType] = {

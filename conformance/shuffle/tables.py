@@ -326,53 +326,6 @@ _EXAMPLES: dict[str, list] = {
 }
 
 
-# Clause 14.22's other half: types an implementation may not carry, each of which it must
-# either shuffle exactly or refuse naming the column.
-HARD_COLUMN = "hard_column"
-HARD_TYPES: dict[str, tuple[pa.DataType, list]] = {
-    "list<int64>": (pa.list_(pa.int64()), [[1, 2], None, [], [3]]),
-    "struct<a: int64>": (pa.struct([("a", pa.int64())]), [{"a": 1}, None, {"a": None}, {"a": 4}]),
-    "ordered dictionary": (pa.dictionary(pa.int8(), pa.string(), ordered=True), ["lo", "hi", None, "lo"]),
-    "list<string>": (pa.list_(pa.string()), [["a", None, ""], [], None, ["héllo"]]),
-    "large_list<float64>": (pa.large_list(pa.float64()), [[-0.0, float("nan")], None, [], [1.5]]),
-    "fixed_size_list<int32, 2>": (pa.list_(pa.int32(), 2), [[1, None], None, [3, 4], [-(2**31), 0]]),
-    "map<string, int64>": (pa.map_(pa.string(), pa.int64()), [[("a", 1), ("b", None)], None, [], [("a", 2)]]),
-    "list<struct<a: int64, b: list<string>>>": (
-        pa.list_(pa.struct([("a", pa.int64()), ("b", pa.list_(pa.string()))])),
-        [[{"a": 1, "b": ["x", None]}, None], [], None, [{"a": None, "b": None}]],
-    ),
-}
-
-
-def hard_type_case(name: str) -> ShuffleCase:
-    """An int64 key, a payload column ``HARD_COLUMN`` of one of ``HARD_TYPES``, two inputs."""
-    type_, values = HARD_TYPES[name]
-    if pa.types.is_dictionary(type_):
-        hard = pa.DictionaryArray.from_arrays(
-            pa.array([0, 1, None, 0], type_.index_type), ["lo", "hi"], ordered=type_.ordered
-        )
-    else:
-        hard = pa.array(values, type_)
-    whole = pa.table({"k0": pa.array([1, 2, 3, 1], pa.int64()), HARD_COLUMN: hard, ROW_ID: pa.array(range(4), pa.int64())})
-    return ShuffleCase((whole.slice(0, 2), whole.slice(2)), ("k0",), 2)
-
-
-def hard_key_case(name: str) -> ShuffleCase:
-    """``HARD_COLUMN`` of one of ``HARD_TYPES`` as the key (14.22's keys): every value twice,
-    the first copy in one input and the second in the other, so that a shuffle that splits
-    equal values is seen; five outputs for four distinct values."""
-    type_, values = HARD_TYPES[name]
-    if pa.types.is_dictionary(type_):
-        hard = pa.DictionaryArray.from_arrays(
-            pa.array([0, 1, None, 0] * 2, type_.index_type), ["lo", "hi"], ordered=type_.ordered
-        )
-    else:
-        hard = pa.array(values * 2, type_)
-    n = len(hard)
-    whole = pa.table({HARD_COLUMN: hard, ROW_ID: pa.array(range(n), pa.int64())})
-    return ShuffleCase((whole.slice(0, n // 2), whole.slice(n // 2)), (HARD_COLUMN,), 5)
-
-
 # Clause 14.23: the pandas index a row carries, as ``pa.Table.from_pandas`` writes it
 INDEX_KINDS = ("int", "str", "repeated", "category")
 CATEGORIES = ("c0", "c1", "c2", "c3", "c4")  # a categorical index's, the same in every input

@@ -10,16 +10,13 @@ import pyarrow as pa
 
 from conformance import conformance_id, requires
 from conformance.shuffle import oracle as oracle
+from conformance.shuffle.hard_types import HARD_COLUMN, HARD_TYPES, hard_key_case, hard_type_case
 from conformance.shuffle.harness import for_each_case
 from conformance.shuffle.nested_tables import dynamic_fields_case, nested_cases, null_leaves_case
 from conformance.shuffle.tables import (
     DTYPE_TYPES,
-    HARD_COLUMN,
-    HARD_TYPES,
     KEY_TYPES,
     every_dtype_case,
-    hard_key_case,
-    hard_type_case,
     mixed_case,
     shuffle_cases,
 )
