@@ -21,7 +21,7 @@
 # rapids-dask-dependency==26.4.0 --no-deps` and their METADATA):
 #   dask-cuda 26.4.0 -> rapids-dask-dependency==26.4.* -> dask==2026.1.1,
 #   distributed==2026.1.1 (pinned below too, so the resolve cannot drift).
-#   Our pyproject pins dask/distributed >=2025.1,<2027, which admits 2026.1.1.
+#   Our pyproject pins dask/distributed >=2025.1,<2026.9, which admits 2026.1.1.
 #   26.4.0 dropped the numba-cuda requirement 26.2.0 had; it needs cuda-core,
 #   nvidia-ml-py, pandas and zict, all installable without CUDA (cuda-core
 #   needs cuda-bindings too, see the install below).
