@@ -50,7 +50,7 @@ def _held(dask_worker) -> dict[str, int]:
     for key in list(dask_worker.data.keys()):
         ts = tasks.get(key)
         name = key_split(key)
-        held[name] = held.get(name, 0) + (ts.nbytes or 0 if ts is not None else 0)
+        held[name] = held.get(name, 0) + ((ts.nbytes or 0) if ts is not None else 0)
     return held
 
 
