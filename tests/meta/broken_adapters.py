@@ -15,7 +15,7 @@ import hmac as _hmac
 import os
 import threading
 
-from broken_base import Wrapped, _Broken, _OwnOom, _OwnOomHandler  # noqa: F401 - re-exported
+from broken_base import Patching, Wrapped, _Broken, _OwnOom, _OwnOomHandler  # noqa: F401 - re-exported
 from broken_data import ZOO as _DATA
 from broken_disk import ZOO as _DISK
 from broken_mutants import ZOO as _MUTANTS
@@ -148,17 +148,16 @@ class _NoCheck:
         return True
 
 
-class SkipsHmac(_Broken):
-    """Never checks the MAC of spill files (process-wide patch: run it alone)."""
+class SkipsHmac(Patching):
+    """Never checks the MAC of spill files."""
 
     name = "broken-skips-hmac"
     violates = ("10.1",)
 
-    def __init__(self):
-        super().__init__()
+    def patch(self):
         import reference_impl.store.disk as disk  # private: no public hook exists
 
-        disk.hmac = _NoCheck()
+        self.set(disk, "hmac", _NoCheck())
 
 
 # 8 ------------------------------------------------------------------------------

@@ -8,8 +8,10 @@ Each broken adapter says which SPEC.md clauses its bug breaks (``violates``).
 
 from __future__ import annotations
 
+import inspect
 import os
-from collections.abc import MutableMapping
+from collections.abc import Iterator, MutableMapping
+from contextlib import contextmanager
 from typing import Any
 
 from conformance.adapters.reference import ReferenceAdapter
@@ -71,6 +73,65 @@ class _Broken(ReferenceAdapter):
 
     def close_store(self, store):
         super().close_store(store.inner)
+
+
+ZOO_PAIRS = "ZOO_PAIRS"  # set in a zoo process (tests/meta/zoo_select.py)
+_ABSENT = object()
+
+
+class Patching(_Broken):
+    """A broken store whose bug is a patch of the reference's own code, which is process-wide.
+
+    Run alone, the adapter patches when it is made. In a zoo process (``$ZOO_PAIRS`` set),
+    ``zoo_select`` patches only while one of the adapter's own tests runs (:meth:`patched`)
+    and undoes it after, so many such adapters share one process: each process costs seconds
+    of imports and collection, and the store zoo ran 57 of them for a third of a second of
+    test each. Subclasses write their bug in :meth:`patch` through :meth:`set`.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._saved: list[tuple[Any, str, Any]] = []
+        if os.environ.get(ZOO_PAIRS) is None:
+            self.patch()
+
+    def patch(self) -> None:
+        raise NotImplementedError
+
+    def set(self, owner: Any, attr: str, value: Any) -> None:
+        """``setattr(owner, attr, value)``, remembered so that :meth:`unpatch` undoes it."""
+        if isinstance(owner, type) or inspect.ismodule(owner):
+            old = vars(owner).get(attr, _ABSENT)  # an inherited attribute is deleted again
+        else:
+            old = getattr(owner, attr)
+        self._saved.append((owner, attr, old))
+        setattr(owner, attr, value)
+
+    def set_item(self, mapping: Any, key: Any, value: Any) -> None:
+        """``mapping[key] = value``, remembered like :meth:`set`."""
+        self._saved.append((mapping, key, mapping.get(key, _ABSENT)))
+        mapping[key] = value
+
+    def unpatch(self) -> None:
+        while self._saved:
+            owner, name, old = self._saved.pop()
+            if isinstance(owner, dict):
+                if old is _ABSENT:
+                    del owner[name]
+                else:
+                    owner[name] = old
+            elif old is _ABSENT:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, old)
+
+    @contextmanager
+    def patched(self) -> Iterator[None]:
+        self.patch()
+        try:
+            yield
+        finally:
+            self.unpatch()
 
 
 class _OwnOomHandler:

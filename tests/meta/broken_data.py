@@ -8,7 +8,7 @@ import sys
 import weakref
 from collections.abc import MutableMapping
 
-from broken_base import Wrapped, _Broken
+from broken_base import Patching, Wrapped, _Broken
 
 from conformance.store.harness import files_under
 
@@ -148,15 +148,14 @@ class ExternalDiesKeepsFile(_Broken):
         return proxy
 
 
-class ExternalDiesKeepsHostBytes(_Broken):
+class ExternalDiesKeepsHostBytes(Patching):
     """When an external dies while on host, the store forgets it without subtracting its
     host bytes."""
 
     name = "broken-external-dies-keeps-host-bytes"
     violates = ("7.3",)
 
-    def __init__(self):
-        super().__init__()
+    def patch(self):
         from reference_impl.store.tracker import Tracker  # private: process-wide
 
         real = Tracker.forget
@@ -167,7 +166,7 @@ class ExternalDiesKeepsHostBytes(_Broken):
                 rec.held_nbytes = 0  # "externals are not in the host tally": they are
             return real(self, pid, **kwargs)
 
-        Tracker.forget = forget
+        self.set(Tracker, "forget", forget)
 
 
 # ------------------------------------------------------------------ keys
@@ -319,11 +318,12 @@ class _ArrayTypeVariant:
         return self.base.to_device(payload, device)
 
 
-def _register(handler):
+def _register(adapter: Patching, handler) -> None:
+    """Make ``handler`` the store's handler of SimArray, undone with the adapter's patch."""
     from reference_impl import SimArray
-    from reference_impl.store.dispatch import register_device_type
+    from reference_impl.store import dispatch  # private: the registry has no unregister
 
-    register_device_type(SimArray, handler)
+    adapter.set_item(dispatch._registry, SimArray, handler)
 
 
 class _CleanCopyCache(_ArrayTypeVariant):
@@ -345,30 +345,28 @@ class _CleanCopyCache(_ArrayTypeVariant):
         return self.base.to_host(obj, device)
 
 
-class SpillReusesCleanCopy(_Broken):
+class SpillReusesCleanCopy(Patching):
     """Re-spilling a value that came back from host reuses the host copy it came from, without
     noticing the value was written to in place since."""
 
     name = "broken-spill-reuses-clean-copy"
     violates = ("13.1",)
 
-    def __init__(self):
-        super().__init__()
-        _register(_CleanCopyCache())
+    def patch(self):
+        _register(self, _CleanCopyCache())
 
 
-class WritesToTransientCopyLost(_Broken):
+class WritesToTransientCopyLost(Patching):
     """A value over the limit is used through transient device copies; writes to such a copy
     are never written back."""
 
     name = "broken-transient-writes-lost"
     violates = ("13.6",)
 
-    def __init__(self):
-        super().__init__()
+    def patch(self):
         from reference_impl.store.hostfile import ProxifyHostFile
 
-        ProxifyHostFile.proxy_write_back = lambda self, state, obj: None
+        self.set(ProxifyHostFile, "proxy_write_back", lambda self, state, obj: None)
 
 
 class _NativeOrder(_ArrayTypeVariant):
@@ -393,16 +391,15 @@ class _NativeOrder(_ArrayTypeVariant):
         return device.asarray(np.frombuffer(raw.tobytes(), dtype=np.dtype(name)).reshape(shape))
 
 
-class ByteOrderLost(_Broken):
+class ByteOrderLost(Patching):
     """Spills the raw bytes with the dtype's name, which drops the byte order: a big-endian
     array comes back little-endian, its values byte-swapped."""
 
     name = "broken-byte-order-lost"
     violates = ("2.1",)
 
-    def __init__(self):
-        super().__init__()
-        _register(_NativeOrder())
+    def patch(self):
+        _register(self, _NativeOrder())
 
 
 class _RawSpan(_ArrayTypeVariant):
@@ -424,16 +421,15 @@ class _RawSpan(_ArrayTypeVariant):
         return serialize.dumps(span.view(obj.dtype).reshape(obj.shape))
 
 
-class NonContiguousCopiedRaw(_Broken):
+class NonContiguousCopiedRaw(Patching):
     """Spilling copies a view's nbytes from its first element, ignoring its strides: strided,
     reversed and transposed views come back with the wrong content."""
 
     name = "broken-noncontiguous-copied-raw"
     violates = ("2.1",)
 
-    def __init__(self):
-        super().__init__()
-        _register(_RawSpan())
+    def patch(self):
+        _register(self, _RawSpan())
 
 
 # ------------------------------------------------------------------ the mapping contract
@@ -619,15 +615,14 @@ class _FlatShape(_ArrayTypeVariant):
         return device.asarray(host.reshape(host.shape or (-1,)))
 
 
-class ZeroDimComesBackOneDim(_Broken):
+class ZeroDimComesBackOneDim(Patching):
     """A 0-d array comes back with shape (1,)."""
 
     name = "broken-0d-comes-back-1d"
     violates = ("2.3",)
 
-    def __init__(self):
-        super().__init__()
-        _register(_FlatShape())
+    def patch(self):
+        _register(self, _FlatShape())
 
 
 class _COrder(_ArrayTypeVariant):
@@ -639,15 +634,14 @@ class _COrder(_ArrayTypeVariant):
         return device.asarray(np.ascontiguousarray(serialize.loads(payload)))
 
 
-class FortranComesBackC(_Broken):
+class FortranComesBackC(Patching):
     """Unspill allocates every array C-ordered: a Fortran-ordered array comes back C-ordered."""
 
     name = "broken-fortran-comes-back-c"
     violates = ("2.2",)
 
-    def __init__(self):
-        super().__init__()
-        _register(_COrder())
+    def patch(self):
+        _register(self, _COrder())
 
 
 class _HostToDeviceWrapped(Wrapped):
@@ -781,15 +775,14 @@ class ExternalIsCopied(_Broken):
         return super().register_external(store, obj)
 
 
-class PickledAsHostArray(_Broken):
+class PickledAsHostArray(Patching):
     """A value the store hands out pickles as its host copy: it unpickles as a numpy array,
     no longer a device array."""
 
     name = "broken-pickled-as-host-array"
     violates = ("13.2",)
 
-    def __init__(self):
-        super().__init__()
+    def patch(self):
         import numpy as np
 
         from reference_impl.store import proxy as P
@@ -797,7 +790,7 @@ class PickledAsHostArray(_Broken):
         def __reduce__(self):
             return np.asarray, (P.state_of(self).device.to_host(P._use(self)),)
 
-        P.ProxyObject.__reduce__ = __reduce__
+        self.set(P.ProxyObject, "__reduce__", __reduce__)
 
 
 class _PositionalIterWrapped(Wrapped):

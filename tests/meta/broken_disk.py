@@ -1,13 +1,13 @@
 """Broken adapters, disk: integrity, frames, file names, shared directories, threads.
 Each wraps the reference with ONE bug a store author could make. Most patch the reference's
-disk module (private, process-wide): every zoo run is its own subprocess."""
+disk module (private, process-wide: ``Patching``)."""
 
 from __future__ import annotations
 
 import pickle
 import struct
 
-from broken_base import Wrapped, _Broken
+from broken_base import Patching, Wrapped, _Broken
 
 _U64 = struct.Struct("<Q")
 
@@ -29,15 +29,14 @@ def raw_payload(path: str):
 
 
 # ------------------------------------------------------------------ integrity
-class PeeksBeforeAuthenticating(_Broken):
+class PeeksBeforeAuthenticating(Patching):
     """Every read unpickles the file's header first (to learn the value's type), then checks
     the tag: the magic is checked, so a payload at offset 0 is stopped, one after it is not."""
 
     name = "broken-peeks-before-authenticating"
     violates = ("10.5",)
 
-    def __init__(self):
-        super().__init__()
+    def patch(self):
         from reference_impl.store.disk import SpillDir
 
         real = SpillDir.read
@@ -50,18 +49,17 @@ class PeeksBeforeAuthenticating(_Broken):
                 pass
             return real(self, file, key)
 
-        SpillDir.read = read
+        self.set(SpillDir, "read", read)
 
 
-class PickledSpillUnauthenticated(_Broken):
+class PickledSpillUnauthenticated(Patching):
     """Pickling a value spilled to disk copies the file's frames as they are, without the tag
     check every get does; the receiver deserializes them."""
 
     name = "broken-pickled-spill-unauthenticated"
     violates = ("10.5",)
 
-    def __init__(self):
-        super().__init__()
+    def patch(self):
         from reference_impl.store.hostfile import ProxifyHostFile
 
         real = ProxifyHostFile.proxy_host_state
@@ -71,17 +69,16 @@ class PickledSpillUnauthenticated(_Broken):
                 return raw_payload(state.held.path)
             return real(self, state)
 
-        ProxifyHostFile.proxy_host_state = proxy_host_state
+        self.set(ProxifyHostFile, "proxy_host_state", proxy_host_state)
 
 
-class MacIgnoresFileName(_Broken):
+class MacIgnoresFileName(Patching):
     """The tag authenticates the file's content only, not which file (which key) it is."""
 
     name = "broken-mac-ignores-file-name"
     violates = ("10.3",)
 
-    def __init__(self):
-        super().__init__()
+    def patch(self):
         from reference_impl.store import disk
 
         real = disk._Mac.__init__
@@ -89,40 +86,38 @@ class MacIgnoresFileName(_Broken):
         def __init__(self, key, name, expected):
             real(self, key, "spill", expected)
 
-        disk._Mac.__init__ = __init__
+        self.set(disk._Mac, "__init__", __init__)
 
 
-class SharedHmacKey(_Broken):
+class SharedHmacKey(Patching):
     """Every store authenticates with one module-level key, so any store accepts another
     store's files."""
 
     name = "broken-shared-hmac-key"
     violates = ("10.4",)
 
-    def __init__(self):
-        super().__init__()
+    def patch(self):
         import types
 
         from reference_impl.store import hostfile
 
-        hostfile.secrets = types.SimpleNamespace(
+        self.set(hostfile, "secrets", types.SimpleNamespace(
             token_bytes=lambda n: (b"proxify-spill-key" * 4)[:n]  # as long as asked (BLAKE3: 32)
-        )
+        ))
 
 
 # ------------------------------------------------------------------ frames and directories
-class WritevIgnoresIovMax(_Broken):
+class WritevIgnoresIovMax(Patching):
     """Hands every frame of a value to one writev/readv call: past IOV_MAX (1024) buffers the
     call fails with EINVAL, so a value of many frames can never be spilled to disk."""
 
     name = "broken-writev-ignores-iov-max"
     violates = ("9.8",)
 
-    def __init__(self):
-        super().__init__()
+    def patch(self):
         from reference_impl.store import disk
 
-        disk.IOV_MAX = 1 << 20
+        self.set(disk, "IOV_MAX", 1 << 20)
 
 
 class DiskBytesFromDirectory(_Broken):
@@ -239,15 +234,14 @@ class RegisterExternalUnlocked(_Broken):
 
 
 # ------------------------------------------------------------------ the rest of disk, integrity
-class UnflushedTail(_Broken):
+class UnflushedTail(Patching):
     """Writes spill files through a buffered writer that is not flushed before the value is
     read back: the last partial 8 KiB buffer never reaches the file."""
 
     name = "broken-unflushed-tail"
     violates = ("9.1",)
 
-    def __init__(self):
-        super().__init__()
+    def patch(self):
         import os
 
         from reference_impl.store.disk import SpillDir
@@ -260,7 +254,7 @@ class UnflushedTail(_Broken):
             os.truncate(file.path, size - size % 8192)
             return file
 
-        SpillDir.write = write
+        self.set(SpillDir, "write", write)
 
 
 class _WorldReadableWrapped(Wrapped):
@@ -283,22 +277,21 @@ class SpillFilesWorldReadable(_Broken):
     violates = ("9.3",)
 
 
-class OneTransferCall(_Broken):
+class OneTransferCall(Patching):
     """Calls writev/readv once per file and trusts it to move everything: a short transfer
     silently truncates the file (or the value read back)."""
 
     name = "broken-one-transfer-call"
     violates = ("9.7",)
 
-    def __init__(self):
-        super().__init__()
+    def patch(self):
         from reference_impl.store import disk
 
         def _transfer_all(call, fd, buffers, on_zero):
             views = [memoryview(b).cast("B") for b in buffers if memoryview(b).nbytes]
             return call(fd, views[: disk.IOV_MAX]) if views else 0
 
-        disk._transfer_all = _transfer_all
+        self.set(disk, "_transfer_all", _transfer_all)
 
 
 class _VagueErrorWrapped(Wrapped):
@@ -382,7 +375,7 @@ class _UnlockedDeleteWrapped(Wrapped):
             self.local.bypass = False
 
 
-class DeleteUnlocked(_Broken):
+class DeleteUnlocked(Patching):
     """Optimistic concurrency gone wrong: __delitem__ takes no lock ("a dict pop is atomic"),
     and a spill works on its own snapshot of the entries it moves and writes them back when it
     commits, so a key deleted while it was being spilled comes back."""
@@ -391,8 +384,7 @@ class DeleteUnlocked(_Broken):
     wrapper = _UnlockedDeleteWrapped
     violates = ("12.3",)
 
-    def __init__(self):
-        super().__init__()
+    def patch(self):
         from reference_impl.store.mover import TierMover
         from reference_impl.store.records import Entry
 
@@ -404,7 +396,7 @@ class DeleteUnlocked(_Broken):
             for entry in moving:  # commit the snapshot: what was deleted meanwhile is back
                 self.index.entries.setdefault(entry.key, entry)
 
-        TierMover.spill_to_host = spill_to_host
+        self.set(TierMover, "spill_to_host", spill_to_host)
 
     def create_store(self, env):
         import threading

@@ -4,7 +4,8 @@ conformance suite (ci/mutation), fixed in place by swapping the code of one func
 A mutant survivor is a property the contract lacked; the clause added for it is proven by the
 zoo catching the same mutant. The patch is textual (``old`` -> ``new`` once, inside the named
 function), so an entry fails loudly when the reference's code moves on and the text is gone.
-Patching is process-wide, so each adapter runs in a process of its own (it has ``__init__``).
+The patch is process-wide (``Patching``): a zoo process makes it only around the mutant's own
+tests.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import inspect
 import textwrap
 from typing import Any
 
-from broken_base import _Broken
+from broken_base import Patching
 
 
 def _target(module: Any, qualname: str) -> Any:
@@ -48,13 +49,7 @@ def mutated_function(module_name: str, qualname: str, old: str, new: str) -> Any
     return mutated
 
 
-def patch_function(module_name: str, qualname: str, old: str, new: str) -> None:
-    """Replace ``old`` with ``new`` (once) in one function of the reference, in place."""
-    func = _target(importlib.import_module(module_name), qualname)
-    func.__code__ = mutated_function(module_name, qualname, old, new).__code__
-
-
-class Mutant(_Broken):
+class Mutant(Patching):
     """The reference with one function mutated (``module``, ``qualname``, ``old`` -> ``new``)."""
 
     module = ""
@@ -62,9 +57,11 @@ class Mutant(_Broken):
     old = ""
     new = ""
 
-    def __init__(self) -> None:
-        super().__init__()
-        patch_function(self.module, self.qualname, self.old, self.new)
+    def patch(self) -> None:
+        """Swap in the mutated code of one function of the reference, in place."""
+        func = _target(importlib.import_module(self.module), self.qualname)
+        mutated = mutated_function(self.module, self.qualname, self.old, self.new)
+        self.set(func, "__code__", mutated.__code__)
 
 
 def mutant(name: str, violates: tuple[str, ...], module: str, qualname: str, old: str, new: str) -> type:

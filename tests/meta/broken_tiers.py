@@ -3,7 +3,7 @@ spill on demand and close. Each wraps the reference with ONE bug a store author 
 
 from __future__ import annotations
 
-from broken_base import Wrapped, _Broken, _OwnOom, _OwnOomHandler
+from broken_base import Patching, Wrapped, _Broken, _OwnOom, _OwnOomHandler
 
 
 # ------------------------------------------------------------------ peak and unspill
@@ -56,19 +56,18 @@ class _StagingArrayType:
         return self._base.to_host(staged, device)
 
 
-class StagesSpillOnDevice(_Broken):
+class StagesSpillOnDevice(Patching):
     """Spilling packs each array into a fresh device buffer before the copy to host, so every
     eviction needs the very device memory it is meant to free."""
 
     name = "broken-stages-spill-on-device"
     violates = ("4.2",)
 
-    def __init__(self):
-        super().__init__()
+    def patch(self):
         from reference_impl import SimArray
-        from reference_impl.store.dispatch import register_device_type
+        from reference_impl.store import dispatch  # private: the registry has no unregister
 
-        register_device_type(SimArray, _StagingArrayType())  # process-wide: a subprocess each
+        self.set_item(dispatch._registry, SimArray, _StagingArrayType())
 
 
 class _DefensiveCopyWrapped(Wrapped):
@@ -124,34 +123,32 @@ class ContainsIsAGet(_Broken):
     violates = ("5.3",)
 
 
-class PickleUnspills(_Broken):
+class PickleUnspills(Patching):
     """Pickling a value the store handed out brings it back to the device first (the proxy's
     __reduce__ uses the object), so a pickle unspills and refreshes recency."""
 
     name = "broken-pickle-unspills"
     violates = ("5.3",)
 
-    def __init__(self):
-        super().__init__()
-        from reference_impl.store import proxy as P  # private: process-wide, a subprocess each
+    def patch(self):
+        from reference_impl.store import proxy as P  # private: process-wide
 
         def __reduce__(self):
             obj = P._use(self)  # real use: unspill, touch
             d = P.state_of(self)
             return P._rebuild_proxy, (obj, d.meta, d.type_, d.handler)
 
-        P.ProxyObject.__reduce__ = __reduce__
+        self.set(P.ProxyObject, "__reduce__", __reduce__)
 
 
-class UseIsNotRecorded(_Broken):
+class UseIsNotRecorded(Patching):
     """A proxy brings its value back when used, but only store[key] records a use: arithmetic,
     NumPy calls and attribute access on a handed-out value leave its recency stale."""
 
     name = "broken-use-not-recorded"
     violates = ("5.2",)
 
-    def __init__(self):
-        super().__init__()
+    def patch(self):
         from reference_impl.store.hostfile import ProxifyHostFile
         from reference_impl.store.recency import DEVICE
 
@@ -167,19 +164,18 @@ class UseIsNotRecorded(_Broken):
                         recency._append(unit, next(recency.ticks))  # re-queued in the old order
                 return obj
 
-        ProxifyHostFile.proxy_use = proxy_use
+        self.set(ProxifyHostFile, "proxy_use", proxy_use)
 
 
 # ------------------------------------------------------------------ cascades and limits
-class HostTierIsFifo(_Broken):
+class HostTierIsFifo(Patching):
     """The host tier is an insertion-ordered dict: host -> disk takes the value that arrived on
     host first, not the least recently used (a host value used in place keeps its old slot)."""
 
     name = "broken-host-tier-fifo"
     violates = ("5.4",)
 
-    def __init__(self):
-        super().__init__()
+    def patch(self):
         from reference_impl.store.recency import HOST, Recency  # private: process-wide
 
         real_place = Recency.place
@@ -195,8 +191,8 @@ class HostTierIsFifo(_Broken):
             arrivals = self.__dict__.get("arrivals", {})
             return iter([u for u in arrivals if u.lru == HOST and u not in self.pinned])
 
-        Recency.place = place
-        Recency.host_victims = host_victims
+        self.set(Recency, "place", place)
+        self.set(Recency, "host_victims", host_victims)
 
 
 class EvictSkipsHostLimit(_Broken):

@@ -6,18 +6,17 @@ misbehaves: a deserialization that raises, a device that is full when a value co
 
 from __future__ import annotations
 
-from broken_base import _Broken
+from broken_base import Patching
 
 
-class HostLoadRemovesFileFirst(_Broken):
+class HostLoadRemovesFileFirst(Patching):
     """Reading a host value back from disk removes its file before the value is rebuilt:
     when its deserialization raises half-way, the value is gone."""
 
     name = "broken-host-load-removes-file-first"
     violates = ("13.5",)
 
-    def __init__(self):
-        super().__init__()
+    def patch(self):
         from reference_impl.store import serialize
         from reference_impl.store.mover import TierMover
 
@@ -31,18 +30,17 @@ class HostLoadRemovesFileFirst(_Broken):
             self.accounting.move_value("disk", file.nbytes, "host", entry.leaf_nbytes)
             self.place(entry)
 
-        TierMover.load_host_value = load_host_value
+        self.set(TierMover, "load_host_value", load_host_value)
 
 
-class UnspillConsumesFile(_Broken):
+class UnspillConsumesFile(Patching):
     """An unspill reads a value's spill file and removes it at once, before the copy back to
     the device has succeeded: on a full device the read fails and the value is gone."""
 
     name = "broken-unspill-consumes-file"
     violates = ("6.5",)
 
-    def __init__(self):
-        super().__init__()
+    def patch(self):
         from reference_impl.store.disk import SpillDir
 
         read = SpillDir.read
@@ -52,7 +50,7 @@ class UnspillConsumesFile(_Broken):
             file.remove()  # the bug: read once, the file is gone
             return payload
 
-        SpillDir.read = consuming_read
+        self.set(SpillDir, "read", consuming_read)
 
 
 ZOO = {

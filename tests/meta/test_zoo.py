@@ -1,9 +1,9 @@
 """The suite must catch every deliberately broken adapter, with the intended conformance ID.
 
-Each broken adapter runs in its own subprocess under the ``ci`` profile, with
-only the IDs that matter selected (``--conformance-ids``), all of them in
-parallel. A control run wraps the reference the same way without a bug and
-must pass every selected ID, so the failures come from the bugs alone.
+The broken adapters share a few subprocesses under the ``ci`` profile, each adapter running
+only its intended ID (``zoo_select``), the processes in parallel. A control run wraps the
+reference the same way without a bug and must pass every selected ID, so the failures come
+from the bugs alone.
 
 Each adapter names the SPEC.md clauses its bug breaks (``violates``); its intended ID must
 check one of them, and together the adapters break every store clause (the exceptions, and
@@ -33,16 +33,11 @@ NOT_IN_CI = {
 }
 
 
-def _alone(cls) -> bool:
-    """An adapter that patches the reference process-wide (in its __init__) needs a process of
-    its own; the others share a few processes, each running only its own ID (``zoo_select``)."""
-    return any("__init__" in vars(c) for c in cls.__mro__ if c.__module__.startswith("broken_"))
-
-
-# Processes that hold the adapters which need none of their own. Each process pays its start
-# (about 3 s of CPU: imports and collection) once instead of once per ID; the zoo ran 95
-# processes before, 44 now.
-N_SHARED = 3
+# Processes that hold the adapters. Each process pays its start (about 3 s of CPU: imports
+# and collection) once instead of once per ID: the zoo ran 95 processes, then 61 (an adapter
+# that patched the reference process-wide had one of its own), now 3 (``Patching``: such an
+# adapter is patched only around its own tests).
+N_SHARED = 2
 # Relative cost of one adapter's ID, only used to balance the shared processes.
 SLOW = ("STORE-THREAD", "STORE-OOM-006", "STORE-STATE")
 
@@ -67,7 +62,7 @@ def _shared_jobs(names: list[str]) -> list[tuple[list[str], list[tuple[str, str]
 
 def _jobs() -> dict[str, tuple[list[str], list[str], dict[str, str]]]:
     """``{job: (adapter names, pytest args, environment)}``: the control and the shared
-    processes first, then the adapters alone in theirs, slowest first."""
+    processes."""
     jobs = {
         "control": (
             [],
@@ -75,20 +70,11 @@ def _jobs() -> dict[str, tuple[list[str], list[str], dict[str, str]]]:
             {},
         )
     }
-    alone = [n for n, (cls, _cid) in broken_adapters.EXPECTED.items() if _alone(cls)]
-    shared = [n for n in broken_adapters.EXPECTED if n not in alone]
-    for i, (names, pairs) in enumerate(_shared_jobs(shared)):
+    for i, (names, pairs) in enumerate(_shared_jobs(list(broken_adapters.EXPECTED))):
         impls = [f"--impl=broken_adapters:{n}" for n in names]
         ids = ",".join(sorted({cid for cid, _ in pairs}))
         args = ["conformance", "-p", "zoo_select", *impls, f"--conformance-ids={ids}"]
         jobs[f"shared-{i}"] = (names, args, {"ZOO_PAIRS": json.dumps(pairs)})
-    for name in sorted(alone, key=lambda n: (-_cost(broken_adapters.EXPECTED[n][1]), n)):
-        cid = broken_adapters.EXPECTED[name][1]
-        jobs[name] = (
-            [name],
-            ["conformance", f"--impl=broken_adapters:{name}", f"--conformance-ids={cid}"],
-            {},
-        )
     return jobs
 
 
@@ -111,7 +97,7 @@ def _run_zoo() -> dict:
                 "report": report,
             }
 
-        with ThreadPoolExecutor(max_workers=3) as pool:
+        with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
             done = dict(pool.map(one, jobs.items()))
     results = {"control": done["control"]}
     for job, (names, _args, _env) in jobs.items():
@@ -220,10 +206,7 @@ def test_jobs_run_every_adapter_once():
     jobs = _jobs()
     names = [n for ns, _args, _env in jobs.values() for n in ns]
     assert sorted(names) == sorted(broken_adapters.EXPECTED)
-    for job, (ns, _args, _env) in jobs.items():
-        if job.startswith("shared-"):
-            assert not [n for n in ns if _alone(broken_adapters.EXPECTED[n][0])], job
-    assert len(jobs) < len({cid for _cls, cid in broken_adapters.EXPECTED.values()})
+    assert len(jobs) == 1 + N_SHARED
 
 
 def test_each_shared_process_runs_only_its_pairs(zoo_results):

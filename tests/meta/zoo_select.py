@@ -4,14 +4,25 @@ without each of them running every selected ID.
 
 ``$ZOO_PAIRS`` is a JSON list of ``[ID, implementation name]``: the items of the suite that
 are not one of those pairs are deselected. Without the variable nothing is.
+
+An adapter whose bug patches the reference process-wide (``broken_base.Patching``) is patched
+only around its own items, setup and teardown included, so that it never touches another
+adapter's tests in the same process.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 
+import pytest
+
 ENV = "ZOO_PAIRS"
+
+
+def _impl(item):
+    return item.callspec.params.get("impl") if hasattr(item, "callspec") else None
 
 
 def pytest_collection_modifyitems(config, items) -> None:
@@ -22,7 +33,7 @@ def pytest_collection_modifyitems(config, items) -> None:
     keep, drop = [], []
     for it in items:
         mark = it.get_closest_marker("conformance_id")
-        impl = it.callspec.params.get("impl") if hasattr(it, "callspec") else None
+        impl = _impl(it)
         if mark is None or impl is None:
             keep.append(it)
             continue
@@ -30,3 +41,11 @@ def pytest_collection_modifyitems(config, items) -> None:
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    patched = getattr(getattr(_impl(item), "adapter", None), "patched", None)
+    # Outside a zoo process (no $ZOO_PAIRS) the adapter patched when it was made.
+    with patched() if patched is not None and ENV in os.environ else contextlib.nullcontext():
+        return (yield)
