@@ -62,3 +62,10 @@ def call_with_timeout(fn: Callable[[], Any], timeout: float) -> Any:
         raise
     pool.shutdown(wait=True)
     return result
+
+
+def compute_partitions(cluster: Any, collection: Any, timeout: float = SHUFFLE_TIMEOUT) -> list[Any]:
+    """Every partition of a dask ``collection``, computed on ``cluster`` (never the default
+    client); a ShuffleHang after ``timeout`` seconds."""
+    client = cluster.env.client
+    return call_with_timeout(lambda: client.gather(client.compute(collection.to_delayed())), timeout)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +16,7 @@ import pyarrow as pa
 ROWS = 8
 KEY = "k"
 ROW = "row"
+FAILING_INPUT = 1  # the input of flaky_input that fails while its flag file exists
 
 
 def _ints(dtype: str) -> Callable[[int], Any]:
@@ -100,3 +102,19 @@ def rows_of(frame: pd.DataFrame) -> list[tuple]:
         return []
     out = frame.reset_index().sort_values(ROW)
     return [tuple(repr(v) for v in row) for row in out.astype(object).itertuples(index=False)]
+
+
+def flaky_input(i: int, flag: str, rows: int = 40) -> pd.DataFrame:
+    """Input ``i`` of a collection (``dd.from_map``) whose input ``FAILING_INPUT`` raises while
+    the file ``flag`` exists: an input that fails, then succeeds when the user computes the
+    same collection again (clause 14.29). Runs on the workers: module-level, importable."""
+    if i == FAILING_INPUT and flag and os.path.exists(flag):
+        raise ValueError(f"input {i} failed on purpose while {flag} exists")
+    rng = np.random.default_rng(i)
+    return pd.DataFrame(
+        {
+            KEY: rng.integers(0, 9, rows),
+            "v": rng.random(rows),
+            ROW: np.arange(i * rows, (i + 1) * rows),
+        }
+    )

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import strategies as st
 
 from conformance import conformance_id, extras, requires
-from conformance.shuffle.calls import SHUFFLE_TIMEOUT, call_with_timeout
+from conformance.shuffle.calls import compute_partitions
 
 if TYPE_CHECKING:  # pandas is the shuffle extra's: collecting the suite never imports it
     import pandas as pd
@@ -22,14 +22,6 @@ NPARTITIONS = 3
 
 def _method(cluster) -> str:
     return cluster.adapter.dask_method
-
-
-def _compute(cluster, collection) -> list[pd.DataFrame]:
-    """Every partition of ``collection``, on the cluster (never the default client)."""
-    client = cluster.env.client
-    return call_with_timeout(
-        lambda: client.gather(client.compute(collection.to_delayed())), SHUFFLE_TIMEOUT
-    )
 
 
 def _shuffled_through(cluster, collection) -> bool:
@@ -57,7 +49,7 @@ def _meta_case(cluster, names: list[str], index: str | None) -> list[str]:
     ddf = dd.from_pandas(frame, npartitions=2, sort=False)
     out = ddf.shuffle(f.KEY, npartitions=NPARTITIONS, shuffle_method=_method(cluster), force=True)
     try:
-        parts = _compute(cluster, out)
+        parts = compute_partitions(cluster, out)
     except Exception as exc:  # a refusal must name the column it refuses
         named = [c for c in frame.columns if c != f.KEY and c != f.ROW and str(c) in str(exc)]
         return [] if named else [f"{names}: refused naming no column: {exc!r}"]
@@ -144,7 +136,7 @@ def test_dask_operations_give_what_tasks_gives(impl, shuffle_cluster, operation,
     got_collection = _operation(operation, method)
     assert _shuffled_through(shuffle_cluster, got_collection), f"{operation}: dask planned no {method} shuffle"
     want_collection = _operation(operation, "tasks")
-    got, want = _compute(shuffle_cluster, got_collection), _compute(shuffle_cluster, want_collection)
+    got, want = compute_partitions(shuffle_cluster, got_collection), compute_partitions(shuffle_cluster, want_collection)
     assert len(got) == len(want), f"{operation}: {len(got)} partitions, tasks gives {len(want)}"
     assert got_collection.divisions == want_collection.divisions, "divisions differ"
     problems = []

@@ -99,13 +99,18 @@ def _install() -> None:
     Shuffle._lower = _lower
 
 
-def _device_shuffle(name: str, pre: Any = None, post: Any = None, skips_key_check: bool = False) -> type:
+def _device_shuffle(
+    name: str, pre: Any = None, post: Any = None, skips_key_check: bool = False, stable_id: bool = False
+) -> type:
     """A DeviceShuffle whose inputs go through ``pre(df, npartitions)`` before the transfer
     and whose outputs go through ``post(frame)`` after the unpack; ``skips_key_check``: its
     lowering does not check that dask can hash the keys (the mutant of ``in_dask`` that
-    survived before SHUF-DTYPE-004)."""
+    survived before SHUF-DTYPE-004); ``stable_id``: its shuffle id is the collection's token
+    alone, the same every time the collection is computed (P2P's choice, without P2P's run
+    counter across computes)."""
     from dask._task_spec import Task
 
+    from reference_impl.shuffle import in_dask
     from reference_impl.shuffle.in_dask import DeviceShuffle, _Unfused, unpack_frame
 
     class Broken(DeviceShuffle):
@@ -116,7 +121,15 @@ def _device_shuffle(name: str, pre: Any = None, post: Any = None, skips_key_chec
             return Task(f"{self._name}-broken-{i}", pre, inner, self.npartitions_out)
 
         def _layer(self) -> dict:
-            dsk = super()._layer()
+            if stable_id:  # restored at once: the graph is built in this thread
+                fresh = in_dask.new_shuffle_id
+                in_dask.new_shuffle_id = lambda token=None: fresh(token)[:-12] + "0" * 12
+                try:
+                    dsk = super()._layer()
+                finally:
+                    in_dask.new_shuffle_id = fresh
+            else:
+                dsk = super()._layer()
             if post is None:
                 return dsk
             for key, task in list(dsk.items()):
@@ -139,12 +152,15 @@ class _BrokenLazy(ReferenceInDask):
     pre: Any = None
     post: Any = None
     skips_key_check = False
+    stable_id = False
 
     def setup_cluster(self, env: Any) -> None:
         super().setup_cluster(env)
         _install()
         cls = type(self)
-        _BROKEN[self.method] = _device_shuffle(cls.__name__, cls.pre, cls.post, cls.skips_key_check)
+        _BROKEN[self.method] = _device_shuffle(
+            cls.__name__, cls.pre, cls.post, cls.skips_key_check, cls.stable_id
+        )
 
 
 class control(_BrokenLazy):  # noqa: N801 - a factory name: --impl=broken_lazy:control
@@ -196,6 +212,16 @@ class SkipsKeyCheck(_BrokenLazy):
     skips_key_check = True
 
 
+class ReusesShuffleId(_BrokenLazy):
+    """Names its shuffle by the collection's token alone: computed again, the collection meets
+    its own closed run on the workers (14.29)."""
+
+    name = "broken-lazy-reuses-shuffle-id"
+    method = "device-reuses-shuffle-id"
+    violates = ("14.29",)
+    stable_id = True
+
+
 EXPECTED: dict[str, tuple[type, str]] = {
     "off_by_one_destination": (OffByOneDestination, "SHUF-DEST-001"),
     "clips_bad_destinations": (ClipsBadDestinations, "SHUF-DEST-002"),
@@ -203,6 +229,7 @@ EXPECTED: dict[str, tuple[type, str]] = {
     "drops_index_name": (DropsIndexName, "SHUF-META-001"),
     "rehashes_destinations": (RehashesDestinations, "SHUF-DASK-001"),
     "skips_key_check": (SkipsKeyCheck, "SHUF-DTYPE-004"),
+    "reuses_shuffle_id": (ReusesShuffleId, "SHUF-RERUN-001"),
 }
 
 for _attr, (_cls, _cid) in EXPECTED.items():

@@ -2,7 +2,7 @@
 intended conformance ID, and the same wrapper without a bug must pass every one of them.
 
 One subprocess holds every adapter of ``broken_lazy``, each running only its intended ID
-(``zoo_select``), the control every ID of the lazy clauses (14.26-14.28). Measured 223 s and
+(``zoo_select``), the control every ID of the lazy clauses (14.26-14.29). Measured 223 s and
 629 s on a 2-core machine shared with other sessions (2026-12-06; each adapter starts a
 cluster of its own): too much for CI's 15 minutes, so the subprocess runs in the nightly
 workflow (``ZOO_FULL=1``, as the shuffle machine's pairs of ``test_shuffle_zoo``); the

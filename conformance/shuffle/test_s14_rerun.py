@@ -1,0 +1,80 @@
+"""Clause 14.29: a collection shuffled through dask's API computed again. dask's keys are
+deterministic, so a retry after an input failed, or a second ``compute()``, meets the same
+shuffle: what the earlier run left must never reach the later one."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance import conformance_id, extras, requires
+from conformance.shuffle.calls import compute_partitions, forget_error
+
+NPARTITIONS = 3
+INPUTS = 4
+
+
+def _problems(parts: list, want: dict[int, int], what: str) -> tuple[list[str], dict[int, int]]:
+    """14.1, 14.6 and 14.7 of one compute; the output of every row."""
+    f = extras.frames()
+    problems = []
+    if len(parts) != NPARTITIONS:
+        problems.append(f"{what}: {len(parts)} outputs, not {NPARTITIONS}")
+    where: dict[int, int] = {}
+    keys: dict[int, set[int]] = {}
+    for i, part in enumerate(parts):
+        for row, key in zip(part[f.ROW].tolist(), part[f.KEY].tolist(), strict=True):
+            if row in where:
+                problems.append(f"{what}: row {row} in outputs {where[row]} and {i}")
+            where[row] = i
+            keys.setdefault(key, set()).add(i)
+            if want.get(row) != key:
+                problems.append(f"{what}: row {row} holds key {key}, the input {want.get(row)}")
+    missing = sorted(set(want) - set(where))
+    if missing:
+        problems.append(f"{what}: {len(missing)} rows missing, e.g. {missing[:5]}")
+    split = {k: sorted(v) for k, v in keys.items() if len(v) > 1}
+    if split:
+        problems.append(f"{what}: equal keys in several outputs: {split}")
+    return problems[:6], where
+
+
+@conformance_id("SHUF-RERUN-001", clause=("14.29", "14.1", "14.6", "14.7", "14.9", "14.11"))
+@requires("shuffle", "shuffle.dask")
+def test_a_shuffle_is_computed_again_after_its_input_failed(impl, shuffle_cluster, tmp_path, record_detail):
+    """One input raises while a flag file exists: the compute raises its error; the flag goes,
+    the same collection is computed twice more, each time whole and alike."""
+    import dask.dataframe as dd
+
+    pd, f = extras.pandas(), extras.frames()
+    flag = tmp_path / "input-fails"
+    flag.touch()
+    ddf = dd.from_map(f.flaky_input, range(INPUTS), flag=str(flag), meta=f.flaky_input(0, "", 0))
+    method = shuffle_cluster.adapter.dask_method
+    out = ddf.shuffle(f.KEY, npartitions=NPARTITIONS, shuffle_method=method, force=True)
+    frame = pd.concat([f.flaky_input(i, "") for i in range(INPUTS)])
+    want = dict(zip(frame[f.ROW].tolist(), frame[f.KEY].tolist(), strict=True))
+
+    with pytest.raises(Exception) as info:  # noqa: PT011 - the input's own error, any type
+        compute_partitions(shuffle_cluster, out)
+    chain, exc = [], info.value
+    while exc is not None and len(chain) < 10:
+        chain.append(f"{type(exc).__name__}: {exc}")
+        exc = exc.__cause__ or exc.__context__
+    forget_error(info.value)
+    del info
+    assert any("failed on purpose" in text for text in chain), (
+        f"the input's error is not what the compute raised: {chain}"
+    )
+    left = shuffle_cluster.settled(timeout=10.0)
+    assert left is None, f"left behind by the failed compute (14.11): {left[:8]}"
+
+    flag.unlink()
+    problems, first = _problems(compute_partitions(shuffle_cluster, out), want, "computed again")
+    assert not problems, "; ".join(problems)
+    problems, second = _problems(compute_partitions(shuffle_cluster, out), want, "a third time")
+    assert not problems, "; ".join(problems)
+    moved = sorted(r for r in first if first[r] != second.get(r))
+    assert not moved, f"rows in another output the third time (14.9): {moved[:5]}"
+    left = shuffle_cluster.settled(timeout=10.0)
+    assert left is None, f"left behind after the computes (14.11): {left[:8]}"
+    record_detail(f"{len(want)} rows, 3 computes")
