@@ -1,13 +1,20 @@
-"""Clause 14.29: a collection shuffled through dask's API computed again. dask's keys are
-deterministic, so a retry after an input failed, or a second ``compute()``, meets the same
-shuffle: what the earlier run left must never reach the later one."""
+"""Clause 14.29: a collection shuffled through dask's API computed again, after its input failed
+or at once with itself. dask's keys are deterministic, so a retry or a second ``compute()``
+meets the same shuffle: what one compute left must never reach, or outlive, another."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
 from conformance import conformance_id, extras, requires
-from conformance.shuffle.calls import compute_partitions, forget_error
+from conformance.shuffle.calls import (
+    SHUFFLE_TIMEOUT,
+    call_with_timeout,
+    compute_partitions,
+    forget_error,
+)
 
 NPARTITIONS = 3
 INPUTS = 4
@@ -78,3 +85,41 @@ def test_a_shuffle_is_computed_again_after_its_input_failed(impl, shuffle_cluste
     left = shuffle_cluster.settled(timeout=10.0)
     assert left is None, f"left behind after the computes (14.11): {left[:8]}"
     record_detail(f"{len(want)} rows, 3 computes")
+
+
+def _scheduler_tasks(dask_scheduler=None) -> list[str]:
+    return sorted(str(k) for k in dask_scheduler.tasks)
+
+
+@conformance_id("SHUF-RERUN-002", clause=("14.29", "14.1", "14.6", "14.7", "14.11"))
+@requires("shuffle", "shuffle.dask")
+def test_a_shuffle_computed_twice_at_once(impl, shuffle_cluster, record_detail):
+    """Two computes of one collection, the second asked for before the first returns: both
+    whole and alike, and once both are released the scheduler holds none of their tasks."""
+    import dask.dataframe as dd
+
+    pd, f = extras.pandas(), extras.frames()
+    ddf = dd.from_map(f.flaky_input, range(INPUTS), flag="", meta=f.flaky_input(0, "", 0))
+    out = ddf.shuffle(f.KEY, npartitions=NPARTITIONS, shuffle_method=shuffle_cluster.adapter.dask_method, force=True)
+    frame = pd.concat([f.flaky_input(i, "") for i in range(INPUTS)])
+    want = dict(zip(frame[f.ROW].tolist(), frame[f.KEY].tolist(), strict=True))
+    client = shuffle_cluster.env.client
+
+    def twice() -> tuple[list, list]:
+        first = client.compute(out.to_delayed())
+        second = client.compute(out.to_delayed())
+        return client.gather(first), client.gather(second)
+
+    first, second = call_with_timeout(twice, SHUFFLE_TIMEOUT)
+    problems, a = _problems(first, want, "the first compute")
+    more, b = _problems(second, want, "the second compute")
+    assert not problems + more, "; ".join(problems + more)
+    assert a == b, "the two computes put rows in different outputs (14.9)"
+    del first, second
+    left = shuffle_cluster.settled(timeout=10.0)
+    assert left is None, f"left behind after the computes (14.11): {left[:8]}"
+    deadline = time.monotonic() + 10.0
+    while (held := client.run_on_scheduler(_scheduler_tasks)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not held, f"the scheduler still holds {len(held)} tasks: {held[:4]}"
+    record_detail(f"{len(want)} rows, 2 computes at once")

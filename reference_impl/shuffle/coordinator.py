@@ -299,6 +299,8 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
                 continue  # not a barrier, or registered by its client before it submitted
             if spec.id in self.shuffles:
                 continue  # each graph's shuffle has its own id (in_dask): seen already
+            if _forget_orphans(scheduler, spec):
+                continue  # the whole shuffle was another compute's: gone with its tasks
             self.register(
                 spec.id,
                 spec.npartitions,
@@ -574,6 +576,27 @@ class ShuffleSchedulerPlugin(SchedulerPlugin):
         }
         live: Collection[str] = self.scheduler.workers
         self.scheduler.send_all({}, {w: [dict(msg)] for w in sorted(set(workers)) if w in live})
+
+
+def _forget_orphans(scheduler: Any, spec: Any) -> bool:
+    """Forget the outputs of ``spec``'s shuffle that no task needs; whether its barrier went
+    with them (nothing of the shuffle is needed).
+
+    Each lowering draws a new shuffle id, but the outputs keep dask's keys: computing a
+    collection again while an earlier compute of it runs sends outputs the scheduler already
+    has, and it keeps their first tasks. This graph's unpacks, barrier and transfers are then
+    needed by nothing, never run, and would never be forgotten either (12 tasks left on the
+    scheduler for every such compute, found by SHUF-RERUN-002)."""
+    orphans = [
+        key
+        for key in spec.unpack_keys
+        if (ts := scheduler.tasks.get(key)) is not None and not ts.dependents and not ts.who_wants
+    ]
+    if orphans:
+        scheduler.transitions(
+            {key: "forgotten" for key in orphans}, stimulus_id=f"device-shuffle-orphans-{spec.id}"
+        )
+    return spec.barrier_key not in scheduler.tasks
 
 
 _WHY_LOST = {

@@ -79,8 +79,9 @@ ZOO_PAIRS = "ZOO_PAIRS"  # set in a zoo process (tests/meta/zoo_select.py)
 _ABSENT = object()
 
 
-class Patching(_Broken):
-    """A broken store whose bug is a patch of the reference's own code, which is process-wide.
+class PatchesProcess:
+    """A broken adapter whose bug is a patch of the reference's own code, which is
+    process-wide (a mixin, before the adapter's base).
 
     Run alone, the adapter patches when it is made. In a zoo process (``$ZOO_PAIRS`` set),
     ``zoo_select`` patches only while one of the adapter's own tests runs (:meth:`patched`)
@@ -132,6 +133,10 @@ class Patching(_Broken):
             yield
         finally:
             self.unpatch()
+
+
+class Patching(PatchesProcess, _Broken):
+    """A broken store whose bug is a process-wide patch (:class:`PatchesProcess`)."""
 
 
 class _OwnOomHandler:

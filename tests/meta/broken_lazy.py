@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from broken_base import PatchesProcess
+
 from conformance.adapters.reference_in_dask import ReferenceInDask
 
 DESTINATION = "_partitions"
@@ -222,6 +224,22 @@ class ReusesShuffleId(_BrokenLazy):
     stable_id = True
 
 
+class KeepsOrphanShuffles(PatchesProcess, _BrokenLazy):
+    """Registers every shuffle a graph brings, even one whose outputs the scheduler already
+    had from an earlier compute still running: its tasks are needed by nothing, never run and
+    never forgotten (the reference before SHUF-RERUN-002). The coordinator runs in the suite's
+    process (the scheduler's), so the patch is made there."""
+
+    name = "broken-lazy-keeps-orphan-shuffles"
+    method = "device-keeps-orphans"
+    violates = ("14.29",)
+
+    def patch(self) -> None:
+        from reference_impl.shuffle import coordinator  # private: the scheduler plugin's
+
+        self.set(coordinator, "_forget_orphans", lambda scheduler, spec: False)
+
+
 EXPECTED: dict[str, tuple[type, str]] = {
     "off_by_one_destination": (OffByOneDestination, "SHUF-DEST-001"),
     "clips_bad_destinations": (ClipsBadDestinations, "SHUF-DEST-002"),
@@ -230,6 +248,7 @@ EXPECTED: dict[str, tuple[type, str]] = {
     "rehashes_destinations": (RehashesDestinations, "SHUF-DASK-001"),
     "skips_key_check": (SkipsKeyCheck, "SHUF-DTYPE-004"),
     "reuses_shuffle_id": (ReusesShuffleId, "SHUF-RERUN-001"),
+    "keeps_orphan_shuffles": (KeepsOrphanShuffles, "SHUF-RERUN-002"),
 }
 
 for _attr, (_cls, _cid) in EXPECTED.items():

@@ -476,3 +476,21 @@ def test_workers_to_close_spares_the_workers_of_a_running_shuffle(dask_cluster, 
     assert len(scheduler.workers_to_close(n=2)) == 2
     del future
     _wait_no_tasks(client)
+
+
+def test_a_collection_computed_twice_at_once_leaves_no_task(dask_cluster):
+    """The second graph's shuffle (a new id, the outputs' keys shared with the first) is needed
+    by nothing: it is forgotten as it arrives, not left on the scheduler (SHUF-RERUN-002)."""
+    _, client = dask_cluster
+    pdf = _frame(2_000)
+    with in_dask.device_shuffle(client):
+        out = dd.from_pandas(pdf, npartitions=4).shuffle("k", npartitions=3)
+        first = client.compute(out.to_delayed())
+        second = client.compute(out.to_delayed())
+        a, b = client.gather(first), client.gather(second)
+    for parts in (a, b):
+        pd.testing.assert_frame_equal(pd.concat(parts).sort_index(), pdf.sort_index())
+    assert all(x.index.equals(y.index) for x, y in zip(a, b, strict=True))
+    del first, second, out
+    _wait_no_tasks(client)
+    assert_clean(client)
