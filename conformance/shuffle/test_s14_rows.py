@@ -10,8 +10,11 @@ from conformance.shuffle.harness import for_each_case
 from conformance.shuffle.tables import (
     bool_keys_with_nulls_in_one_input,
     float_keys_signed_zero_and_nan,
+    mixed_case,
     shuffle_cases,
 )
+
+LARGE_ROWS = 70_000  # past 2**16: an input, and the largest output, cross every threshold there
 
 
 def _run(impl, shuffle_cluster, hyp_settings, check, *, nulls=None, examples=(), **kw):
@@ -32,6 +35,21 @@ def _run(impl, shuffle_cluster, hyp_settings, check, *, nulls=None, examples=(),
 @requires("shuffle")
 def test_every_row_arrives_once_and_unchanged(impl, shuffle_cluster, hyp_settings):
     _run(impl, shuffle_cluster, hyp_settings, lambda c, out: oracle.row_problems(c.tables, out))
+
+
+@conformance_id("SHUF-ROWS-002", clause="14.1")
+@requires("shuffle")
+def test_inputs_and_outputs_past_64k_rows_arrive_whole(impl, shuffle_cluster, record_detail):
+    """Two inputs of 70,000 rows (int, float and string keys, a string payload) into two
+    outputs: an input and an output each cross 2**16 rows, where a parallel kernel or a
+    second read batch starts. One case, no hypothesis: the size is the point."""
+    case = mixed_case(11, 2, LARGE_ROWS, 2, nulls="shuffle.nulls" in impl.capabilities)
+    outputs = shuffle_cluster.run(case).outputs
+    problems = oracle.count_problems(outputs, 2) or oracle.row_problems(case.tables, outputs)
+    assert not problems, "; ".join(problems[:6])
+    largest = max(t.num_rows for t in outputs)
+    assert largest > 2**16, f"no output crossed 2**16 rows ({largest:,}): the case proves less"
+    record_detail(f"inputs of {LARGE_ROWS:,} rows, largest output {largest:,}")
 
 
 @conformance_id("SHUF-KEYS-001", clause="14.6")

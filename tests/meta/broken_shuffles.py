@@ -873,6 +873,21 @@ class IgnoresArrayOffsets(_BrokenShuffle):
         return spread(env, _offsets_ignored, tables)
 
 
+# 14.1 at 2**16 rows -------------------------------------------------------------------
+def _first_batch(table: Any, on: Sequence[str] = ()) -> Any:
+    """An output read as a stream whose first batch is taken for the whole: 65,536 rows."""
+    return _to_arrow(table).slice(0, 1 << 16)
+
+
+class ReadsOneBatch(_BrokenShuffle):
+    """Reads each output through a reader of 64 Ki-row batches and keeps the first (a loop
+    that should have drained the stream): right for every output the suite builds small."""
+
+    name = "broken-shuffle-reads-one-batch"
+    violates = ("14.1",)
+    finish = staticmethod(_first_batch)
+
+
 # 31 ----------------------------------------------------------------------------- 14.22
 def _lists_rebuilt_from_offsets(array: Any) -> Any:
     """``array`` with every list, at any depth, rebuilt from its offsets and values alone:
@@ -989,6 +1004,7 @@ EXPECTED: dict[str, tuple[type, str]] = {
     "decodes_dictionaries": (DecodesDictionaries, "SHUF-DTYPE-001"),
     "stringifies": (StringifiesWhatItCannotHold, "SHUF-DTYPE-002"),
     "ignores_offsets": (IgnoresArrayOffsets, "SHUF-ROWS-001"),
+    "reads_one_batch": (ReadsOneBatch, "SHUF-ROWS-002"),
     "null_lists_as_empty": (NullListsAsEmpty, "SHUF-DTYPE-003"),
     "renumbers_the_index": (RenumbersTheIndex, "SHUF-INDEX-001"),
     "skips_lost_inputs": (SkipsLostInputs, "SHUF-FAULT-006"),
