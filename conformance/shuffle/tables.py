@@ -265,6 +265,26 @@ def mixed_case(
     return ShuffleCase(tables, ("k0", "k1", "k2"), npartitions)
 
 
+def narrow_case(seed: int, n_inputs: int, rows_per_input: int, npartitions: int, *, nulls: bool = True) -> ShuffleCase:
+    """Many rows in few bytes (17 a row): an int32 key, a string payload of one or two
+    characters, nulls in both when ``nulls``. Narrow, so that an implementation that cuts its
+    inputs into chunks of a few MiB still meets each input's rows in one piece."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    n = n_inputs * rows_per_input
+    mask = rng.random((2, n)) < (0.05 if nulls else 0.0)
+    whole = pa.table(
+        {
+            "k": pa.array(rng.integers(-1000, 1000, n).astype(np.int32), mask=mask[0]),
+            "s": pa.array(rng.choice(np.array(["a", "é", "xy", ""], dtype=object), n), mask=mask[1]),
+            ROW_ID: pa.array(np.arange(n, dtype=np.int64)),
+        }
+    )
+    tables = tuple(whole.slice(i * rows_per_input, rows_per_input) for i in range(n_inputs))
+    return ShuffleCase(tables, ("k",), npartitions)
+
+
 def bool_keys_with_nulls_in_one_input() -> ShuffleCase:
     """Equal bool keys in two inputs, one of which also holds null keys: a hash that depends
     on the array's type (a nullable array hashed as objects) splits the equal ones."""
