@@ -134,6 +134,15 @@ def test_npartitions_below_one(dev):
         raises_exactly(dev, ValueError, msg, lambda n=n: partition_ids(t, "k", n))
 
 
+def test_npartitions_that_is_not_an_int(dev):
+    """2.5 and True pass a range check (1 <= 2.5, True == 1): the type is checked first."""
+    t = Table.from_arrow(pa.table({"k": pa.array([1, 2, 3])}), dev)
+    for n, kind in ((2.5, "float"), (True, "bool"), ("3", "str")):
+        msg = f"npartitions must be an int, got {kind}"
+        raises_exactly(dev, TypeError, msg, lambda n=n: partition_table(t, "k", n))
+        raises_exactly(dev, TypeError, msg, lambda n=n: partition_ids(t, "k", n))
+
+
 def test_host_arrays_where_device_arrays_are_required(dev, table, ints):
     name = dev.name
     raises_exactly(
