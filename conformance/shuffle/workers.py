@@ -70,6 +70,9 @@ def worker_surface(dask_worker: Any) -> dict[str, list[str]]:
 WORKER_ENVIRON = {"MALLOC_MMAP_THRESHOLD_": "65536", "ARROW_DEFAULT_MEMORY_POOL": "system"}
 
 
+IDENTITY_TIMEOUT = 30.0  # an answer of the scheduler's identity RPC never took a second
+
+
 def worker_addresses(client: distributed.Client) -> list[str]:
     """The workers' addresses, sorted, asked of the scheduler itself.
 
@@ -78,7 +81,8 @@ def worker_addresses(client: distributed.Client) -> list[str]:
     with one listing no workers in between (under load a round-robin over it divided by
     zero, in the suite's adapters and later in this repository's own tests).
     """
-    return sorted(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
+    info = client.sync(client.scheduler.identity, n_workers=-1, callback_timeout=IDENTITY_TIMEOUT)
+    return sorted(info["workers"])
 
 
 def worker_environ() -> dict[str, str]:

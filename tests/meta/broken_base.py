@@ -128,8 +128,8 @@ class PatchesProcess:
 
     @contextmanager
     def patched(self) -> Iterator[None]:
-        self.patch()
-        try:
+        try:  # a patch() that raises half way is undone as far as it went
+            self.patch()
             yield
         finally:
             self.unpatch()

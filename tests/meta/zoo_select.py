@@ -5,7 +5,7 @@ without each of them running every selected ID.
 ``$ZOO_PAIRS`` is a JSON list of ``[ID, implementation name]``: the items of the suite that
 are not one of those pairs are deselected. Without the variable nothing is.
 
-An adapter whose bug patches the reference process-wide (``broken_base.Patching``) is patched
+An adapter whose bug patches the reference process-wide (``broken_base.PatchesProcess``) is patched
 only around its own items, setup and teardown included, so that it never touches another
 adapter's tests in the same process.
 """
