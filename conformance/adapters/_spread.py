@@ -44,6 +44,14 @@ SOURCE = "conformance-input-source"  # the scheduler plugin's name and its handl
 FETCH_TIMEOUT = 60.0  # seconds a task waits for the scheduler to hand it its input
 
 
+def _addresses(client: Any) -> list[str]:
+    """The workers' addresses; none if the scheduler did not answer in time (asked again)."""
+    try:
+        return worker_addresses(client)
+    except TimeoutError:
+        return []
+
+
 def workers(env: ShuffleEnv, timeout: float = WORKERS_TIMEOUT) -> list[str]:
     """The workers' addresses, sorted, asked of the scheduler itself
     (:func:`~conformance.shuffle.workers.worker_addresses`) once ``env.n_workers`` of them
@@ -53,7 +61,7 @@ def workers(env: ShuffleEnv, timeout: float = WORKERS_TIMEOUT) -> list[str]:
     # sat past its timeout on one that never answered (docs/findings/reference.md,
     # SHUF-STATE-001; seen again here, in CI's conformance step, 2026-12-07).
     deadline = time.monotonic() + timeout
-    while len(found := worker_addresses(env.client)) < env.n_workers and time.monotonic() < deadline:
+    while len(found := _addresses(env.client)) < env.n_workers and time.monotonic() < deadline:
         time.sleep(0.1)  # fewer than expected after the timeout: spread over those there are
     if not found:
         raise RuntimeError(f"the cluster has no workers after {timeout:.0f} s")

@@ -70,7 +70,7 @@ def worker_surface(dask_worker: Any) -> dict[str, list[str]]:
 WORKER_ENVIRON = {"MALLOC_MMAP_THRESHOLD_": "65536", "ARROW_DEFAULT_MEMORY_POOL": "system"}
 
 
-IDENTITY_TIMEOUT = 30.0  # an answer of the scheduler's identity RPC never took a second
+IDENTITY_TIMEOUT = 10.0  # seconds for the scheduler's identity RPC (it answers in milliseconds)
 
 
 def worker_addresses(client: distributed.Client) -> list[str]:
