@@ -281,3 +281,29 @@ def test_a_layout_for_another_table_is_refused():
     with pytest.raises(ValueError, match=r"^layout of column 'x' covers other rows than"):
         with_layout(table, (((2, 1),),))
     assert with_layout(table, layout_of(table)) is table
+
+
+def test_the_wait_for_workers_ends_at_its_deadline_whatever_the_scheduler_does(monkeypatch):
+    """Polled, never distributed's Cluster.wait_for_workers (which once sat past its own
+    timeout on an RPC that never answered): a scheduler that never answers in time ends the
+    wait at its deadline, naming it; one that answers with fewer workers is used as it is."""
+    import time
+    from types import SimpleNamespace
+
+    from conformance.adapters import _spread
+
+    env = SimpleNamespace(client=None, n_workers=2)
+
+    def never(client):
+        raise TimeoutError("no answer")
+
+    monkeypatch.setattr(_spread, "worker_addresses", never)
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"^the cluster has no workers after 0 s$"):
+        _spread.workers(env, timeout=0.3)
+    assert time.monotonic() - start < 5
+    answers = iter([["tcp://a"], ["tcp://a", "tcp://b"]])
+    monkeypatch.setattr(_spread, "worker_addresses", lambda client: next(answers))
+    assert _spread.workers(env, timeout=30) == ["tcp://a", "tcp://b"]
+    monkeypatch.setattr(_spread, "worker_addresses", lambda client: ["tcp://a"])
+    assert _spread.workers(env, timeout=0.3) == ["tcp://a"]
