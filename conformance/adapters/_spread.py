@@ -60,9 +60,10 @@ def workers(env: ShuffleEnv, timeout: float = WORKERS_TIMEOUT) -> list[str]:
     # Cluster._wait_for_workers, which checks its deadline only between scheduler RPCs and once
     # sat past its timeout on one that never answered (docs/findings/reference.md,
     # SHUF-STATE-001; seen again here, in CI's conformance step, 2026-12-07).
+    # Fewer than expected at the deadline: spread over those there are.
     deadline = time.monotonic() + timeout
     while len(found := _addresses(env.client)) < env.n_workers and time.monotonic() < deadline:
-        time.sleep(0.1)  # fewer than expected after the timeout: spread over those there are
+        time.sleep(0.1)
     if not found:
         raise RuntimeError(f"the cluster has no workers after {timeout:.0f} s")
     return found

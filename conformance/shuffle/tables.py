@@ -241,6 +241,11 @@ def uniform_case(
     return ShuffleCase(tuple(tables), ("k0",), npartitions)
 
 
+def _sliced(whole: pa.Table, n_inputs: int, rows_per_input: int) -> tuple[pa.Table, ...]:
+    """``whole`` as ``n_inputs`` consecutive slices (arrays at non-zero offsets, as 14.1 asks)."""
+    return tuple(whole.slice(i * rows_per_input, rows_per_input) for i in range(n_inputs))
+
+
 def mixed_case(
     seed: int, n_inputs: int, rows_per_input: int, npartitions: int, *, nulls: bool = True
 ) -> ShuffleCase:
@@ -261,8 +266,7 @@ def mixed_case(
             ROW_ID: pa.array(np.arange(n, dtype=np.int64)),
         }
     )
-    tables = tuple(whole.slice(i * rows_per_input, rows_per_input) for i in range(n_inputs))
-    return ShuffleCase(tables, ("k0", "k1", "k2"), npartitions)
+    return ShuffleCase(_sliced(whole, n_inputs, rows_per_input), ("k0", "k1", "k2"), npartitions)
 
 
 def narrow_case(seed: int, n_inputs: int, rows_per_input: int, npartitions: int, *, nulls: bool = True) -> ShuffleCase:
@@ -281,8 +285,7 @@ def narrow_case(seed: int, n_inputs: int, rows_per_input: int, npartitions: int,
             ROW_ID: pa.array(np.arange(n, dtype=np.int64)),
         }
     )
-    tables = tuple(whole.slice(i * rows_per_input, rows_per_input) for i in range(n_inputs))
-    return ShuffleCase(tables, ("k",), npartitions)
+    return ShuffleCase(_sliced(whole, n_inputs, rows_per_input), ("k",), npartitions)
 
 
 def bool_keys_with_nulls_in_one_input() -> ShuffleCase:
