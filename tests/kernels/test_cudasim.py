@@ -40,7 +40,7 @@ SCRIPT = textwrap.dedent(
     kc.ROWS_PER_THREAD = 1  # 128 rows per block: several blocks at small sizes
     dev = SimDevice("256 MiB")
     rng = np.random.default_rng(7)
-    N = 300
+    N = 160  # two blocks of 128 threads: the cross-block paths at the least simulator time
 
     def same(a, b):
         return a.dtype == b.dtype and np.array_equal(
@@ -132,7 +132,7 @@ SCRIPT = textwrap.dedent(
         return same(x, y)
 
     words = ["", "a", "a\\0", "héllo", "日本語テキスト", "abcdefgh", "abcdefghi", "x" * 40]
-    S = 200
+    S = 140
     vals = [words[i] for i in rng.integers(0, len(words), S + 5)]
     s_key = strings(vals, large=True).slice(5, S + 5)  # sliced: offsets[0] != 0
     s_pay = strings(vals[:S], large=False)

@@ -3,8 +3,8 @@
 The adapters (``broken_shuffles``) run under the ``ci`` profile in two subprocesses at once,
 each running only its intended ID (``zoo_select`` deselects the other pairs), so that a
 process holds several adapters and pays for its start once. The control, the same wrapper
-without a bug, runs every ID of the zoo, split between the two processes; it must pass
-them all, so the failures come from the bugs alone.
+without a bug, must pass what it runs, so the failures come from the bugs alone: the
+nightly workflow runs it on every ID of the zoo, CI on the cheap ones (``CONTROL_IN_CI``).
 
 Each adapter names the SPEC.md clauses its bug breaks (``violates``); its intended ID must
 check one of them, and together the adapters break every shuffle clause (the exceptions,
@@ -41,6 +41,17 @@ RUN = {
 }
 IDS = sorted({cid for _, cid in RUN.values()})
 CONTROL = broken_shuffles.control.name
+# The control in every CI run, on the IDs that cost it under 3 s: they take the wrapper's
+# whole path (the reference shuffle, the reads on the holders, the collection). What the
+# control proves on the other IDs, that the check passes on a correct shuffle, the conformance
+# step proves on the reference itself, through the same harness; a wrapper-only break shows
+# on these. The nightly workflow (ZOO_FULL=1) runs the control on every ID.
+CONTROL_IN_CI = {
+    "SHUF-BOUND-002", "SHUF-COUNT-001", "SHUF-INPUT-001", "SHUF-INPUT-002", "SHUF-INPUT-003",
+    "SHUF-INPUT-004", "SHUF-NULL-001", "SHUF-ROWS-002", "SHUF-SCHEMA-001", "SHUF-SELECT-001",
+    "SHUF-SPILL-001",
+}  # fmt: skip
+CONTROL_IDS = IDS if FULL else sorted(set(IDS) & CONTROL_IN_CI)
 N_PROCESSES = 2  # CI has 2 cores; each process also drives a cluster of 2 workers
 
 # Shuffle clauses no adapter can be caught on in the ci profile, and why.
@@ -69,7 +80,7 @@ DEFAULT_COST = 1
 def _jobs() -> list[tuple[list[str], list[tuple[str, str]]]]:
     """``[(adapter attrs, [(ID, implementation name)])]``, one per process, balanced by
     COST (longest pair first, onto the lightest process)."""
-    pairs = [(COST.get(cid, DEFAULT_COST), cid, "control", CONTROL) for cid in IDS]
+    pairs = [(COST.get(cid, DEFAULT_COST), cid, "control", CONTROL) for cid in CONTROL_IDS]
     pairs += [
         (COST.get(cid, DEFAULT_COST) + RESTART, cid, attr, cls.name)
         for attr, (cls, cid) in RUN.items()
@@ -164,7 +175,7 @@ def test_control_passes_every_id(zoo, record_property, tmp_path):
     record_property("shuffle_zoo_seconds", round(zoo["seconds"], 1))
     record_property("shuffle_zoo_process_seconds", [round(j["seconds"], 1) for j in zoo["jobs"]])
     bad = {}
-    for cid in IDS:
+    for cid in CONTROL_IDS:
         cell, _job = _cell(zoo, cid, CONTROL)
         if cell is None or cell.split(" ")[0] != "pass":
             bad[cid] = cell
@@ -209,6 +220,7 @@ def test_zoo_size_and_names():
     names = [cls.name for cls, _cid in broken_shuffles.EXPECTED.values()] + [CONTROL]
     assert len(names) == len(set(names)), "two adapters share a name (one report column)"
     assert all(cid.startswith("SHUF-") for cid in IDS), IDS
+    assert not CONTROL_IN_CI - set(IDS), sorted(CONTROL_IN_CI - set(IDS))
 
 
 def test_every_shuffle_adapter_breaks_a_clause_its_id_checks():
@@ -245,7 +257,7 @@ def test_zoo_breaks_every_shuffle_clause():
 def test_jobs_cover_every_pair_once():
     jobs = _jobs()
     pairs = [tuple(p) for _attrs, chosen in jobs for p in chosen]
-    want = [(cid, CONTROL) for cid in IDS] + [(cid, cls.name) for cls, cid in RUN.values()]
+    want = [(cid, CONTROL) for cid in CONTROL_IDS] + [(cid, cls.name) for cls, cid in RUN.values()]
     assert sorted(pairs) == sorted(want)
     for attrs, chosen in jobs:
         names = {getattr(broken_shuffles, a).name for a in attrs}
