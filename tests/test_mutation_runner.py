@@ -225,3 +225,21 @@ def test_a_mutant_that_hangs_one_test_is_killed_at_that_tests_limit(tmp_path, mo
     survived = WorkResult(WorkerOutcome.NORMAL, output=banner, test_outcome=TestOutcome.SURVIVED)
     assert execute._marked(survived) is survived
     assert plan.is_timeout("timeout") and not plan.is_timeout(None)
+
+
+def test_lines_takes_every_mutant_of_the_lines_and_judges_by_the_tests_given(tmp_path):
+    import lines
+
+    spans = [lines._span("581-599"), lines._span("302")]
+    assert spans == [(581, 599), (302, 302)]
+    module = "reference_impl/store/serialize.py"
+    every = [i.mutations[0] for i in plan.mutants(module, REPO)]
+    first = min(s.start_pos[0] for s in every)
+    chosen = lines.select(module, [(first, first)])
+    assert chosen and {s.start_pos[0] for s in chosen} == {first}
+    assert len(chosen) == sum(s.start_pos[0] == first for s in every)
+    (tmp_path / "test_ok.py").write_text("def test_ok():\n    pass\n")
+    (tmp_path / "test_bad.py").write_text("def test_bad():\n    assert False\n")
+    assert lines._judge(tmp_path, ["test_ok.py"], 60) == (False, [])
+    dead, failed = lines._judge(tmp_path, ["test_ok.py", "test_bad.py"], 60)
+    assert dead and failed == ["FAILED test_bad.py::test_bad"], failed

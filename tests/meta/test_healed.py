@@ -1,11 +1,15 @@
 """The shuffle machine's wait for a killed worker's restart (conformance/shuffle/machine/world.py)
-is bounded by the suite, not only by distributed's own timeout: a README run sat 12 minutes in
-Cluster.wait_for_workers(timeout=60). Each way it ends names itself, and the environment's
-failures are EnvironmentFailures (rerun once, named in the report)."""
+asks the scheduler itself, with a deadline, until the killed worker is gone and the count is back.
+A README run sat 12 minutes in distributed's Cluster.wait_for_workers(timeout=60); a count alone
+once called a cluster healed while the scheduler still listed the dead worker, and every later
+load of the machine waited a minute for a worker that never came. Each way the wait ends names
+itself, and the environment's failures are EnvironmentFailures (rerun once, named in the
+report)."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 import types
@@ -16,50 +20,80 @@ from conformance import EnvironmentFailure
 from conformance.shuffle.machine import world
 from conformance.shuffle.machine.world import ClusterUnresponsive, NannyNeverRestarted, healed
 
-
-class _Client:
-    def __init__(self, behaviour):
-        self.behaviour = behaviour
-        self.calls = []
-
-    def wait_for_workers(self, n_workers, timeout=None):
-        self.calls.append((n_workers, timeout))
-        self.behaviour()
+DEAD, ALIVE, NEW = "tcp://127.0.0.1:1", "tcp://127.0.0.1:2", "tcp://127.0.0.1:3"
 
 
-def test_a_wait_that_never_returns_is_cut_by_the_suites_bound(monkeypatch):
-    monkeypatch.setattr(world, "WAIT_BOUND", 0.2)
-    forever = threading.Event()
-    client = _Client(forever.wait)  # distributed's RPC that never answered
+@pytest.fixture
+def scheduler(monkeypatch):
+    """``scheduler(*answers)``: the identity calls answer these worker lists in turn (the last
+    one again and again); an answer that is an exception is raised, a callable is called."""
+    calls = []
+
+    def install(*answers):
+        seq = itertools.chain(answers, itertools.repeat(answers[-1]))
+
+        def worker_addresses(client):
+            calls.append(client)
+            answer = next(seq)
+            if isinstance(answer, BaseException):
+                raise answer
+            return answer() if callable(answer) else list(answer)
+
+        monkeypatch.setattr(world, "worker_addresses", worker_addresses)
+        return calls
+
+    monkeypatch.setattr(world, "HEAL", 0.5)
+    monkeypatch.setattr(world, "POLL", 0.01)
+    return install
+
+
+def test_the_dead_worker_still_listed_is_not_a_healed_cluster(scheduler):
+    calls = scheduler([DEAD, ALIVE])  # the count is right, the dead worker is not gone
     start = time.monotonic()
-    with pytest.raises(ClusterUnresponsive, match=r"wait_for_workers\(2, timeout=60\) did not"):
-        healed(client, 2)
-    assert time.monotonic() - start < 5
-    assert client.calls == [(2, world.HEAL)]
-    assert issubclass(ClusterUnresponsive, EnvironmentFailure)
-    forever.set()
-
-
-def test_distributeds_timeout_is_the_nanny_never_restarting():
-    def timed_out():
-        raise TimeoutError("1/2 workers")
-
-    with pytest.raises(NannyNeverRestarted, match="never restarted") as info:
-        healed(_Client(timed_out), 2)
+    with pytest.raises(NannyNeverRestarted, match="the killed tcp://127.0.0.1:1 still among") as info:
+        healed(object(), 2, killed=DEAD)
+    assert time.monotonic() - start >= world.HEAL and len(calls) > 3
     assert isinstance(info.value.__cause__, TimeoutError)
     assert issubclass(NannyNeverRestarted, EnvironmentFailure)
 
 
-def test_any_other_error_is_raised_as_it_is_and_a_return_is_a_return():
-    def broken():
-        raise ValueError("not an environment failure")
+def test_one_worker_back_of_two_is_the_nanny_never_restarting(scheduler):
+    scheduler([DEAD, ALIVE], [ALIVE])
+    with pytest.raises(NannyNeverRestarted, match=r"1 listed: tcp://127.0.0.1:2\)"):
+        healed(object(), 2, killed=DEAD)
 
+
+def test_healed_once_the_dead_one_is_gone_and_a_new_one_came(scheduler):
+    calls = scheduler([DEAD, ALIVE], [ALIVE], TimeoutError("identity"), [ALIVE, NEW], [])
+    healed(object(), 2, killed=DEAD)
+    assert len(calls) == 4  # it stopped asking at the first whole answer
+
+
+def test_a_scheduler_that_never_answers_in_time_ends_at_the_deadline(scheduler):
+    scheduler(TimeoutError("identity"))
+    with pytest.raises(NannyNeverRestarted, match="the scheduler never answered"):
+        healed(object(), 2, killed=DEAD)
+
+
+def test_any_other_error_is_raised_as_it_is(scheduler):
+    scheduler(ValueError("not an environment failure"))
     with pytest.raises(ValueError, match="not an environment failure"):
-        healed(_Client(broken), 2)
-    healed(_Client(lambda: None), 2)
+        healed(object(), 2, killed=DEAD)
 
 
-def test_a_cut_wait_says_what_it_and_the_clients_loop_were_waiting_on(monkeypatch):
+def test_a_wait_that_never_returns_is_cut_by_the_suites_bound(scheduler, monkeypatch):
+    monkeypatch.setattr(world, "WAIT_BOUND", 0.2)
+    forever = threading.Event()
+    scheduler(forever.wait)  # an RPC that never answered, its own bound broken
+    start = time.monotonic()
+    with pytest.raises(ClusterUnresponsive, match=r"the wait for 2 workers \(timeout=0\) did not"):
+        healed(object(), 2, killed=DEAD)
+    assert time.monotonic() - start < 5
+    assert issubclass(ClusterUnresponsive, EnvironmentFailure)
+    forever.set()
+
+
+def test_a_cut_wait_says_what_it_and_the_clients_loop_were_waiting_on(scheduler, monkeypatch):
     """The hang left only an Event.wait stack once; the message now names the waiter's frames,
     each pending task on the client's loop and the in-process scheduler's workers."""
     monkeypatch.setattr(world, "WAIT_BOUND", 0.2)
@@ -76,15 +110,15 @@ def test_a_cut_wait_says_what_it_and_the_clients_loop_were_waiting_on(monkeypatc
     def scheduler_rpc():
         never.wait()
 
-    client = _Client(scheduler_rpc)
-    client.loop = types.SimpleNamespace(asyncio_loop=loop)
+    scheduler(scheduler_rpc)
+    client = types.SimpleNamespace(loop=types.SimpleNamespace(asyncio_loop=loop))
     worker = types.SimpleNamespace(status="running")
     client.cluster = types.SimpleNamespace(
         scheduler=types.SimpleNamespace(workers={"tcp://127.0.0.1:1": worker})
     )
     try:
         with pytest.raises(ClusterUnresponsive) as info:
-            healed(client, 2)
+            healed(client, 2, killed=DEAD)
     finally:
         never.set()
         pending.cancel()
@@ -98,11 +132,12 @@ def test_a_cut_wait_says_what_it_and_the_clients_loop_were_waiting_on(monkeypatc
     assert "scheduler: 1 worker(s): tcp://127.0.0.1:1 running" in text, text
 
 
-def test_a_cut_wait_without_a_loop_or_scheduler_says_so(monkeypatch):
+def test_a_cut_wait_without_a_loop_or_scheduler_says_so(scheduler, monkeypatch):
     monkeypatch.setattr(world, "WAIT_BOUND", 0.2)
     never = threading.Event()
+    scheduler(never.wait)
     with pytest.raises(ClusterUnresponsive) as info:
-        healed(_Client(never.wait), 2)
+        healed(object(), 2, killed=DEAD)
     never.set()
     assert "client loop: no event loop on the client" in str(info.value)
     assert "scheduler: not in this process" in str(info.value)

@@ -4,6 +4,7 @@ and the judging of every shuffle that returned (which adds to them)."""
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,13 +16,15 @@ from .. import faults as faults
 from ..judge import Landing, field_metadata_kept, outcome_problems
 from ..rich_tables import describe
 from ..tables import ShuffleCase
+from ..workers import worker_addresses
 from .hang_report import hang_report
 
 HEAL = 60.0  # seconds for a killed worker's nanny to bring it back
-# The suite's own bound on distributed's wait, whose timeout once never fired: a README run
-# (2026-12-07) sat 12 minutes in Cluster.wait_for_workers(timeout=60), which checks its
-# deadline only between scheduler RPCs, one of which never answered.
+# The suite's own bound on its wait, whose every scheduler RPC is bounded too: distributed's
+# Cluster.wait_for_workers(timeout=60), used here before, once sat 12 minutes on an RPC that
+# never answered (a README run, 2026-12-07).
 WAIT_BOUND = HEAL + 30.0
+POLL = 0.1
 
 
 class NannyNeverRestarted(EnvironmentFailure):
@@ -31,19 +34,24 @@ class NannyNeverRestarted(EnvironmentFailure):
 
 
 class ClusterUnresponsive(EnvironmentFailure):
-    """distributed's own wait for the workers did not return at all, its timeout included: the
-    client's scheduler RPC, not the shuffle, hung. Rerun like NannyNeverRestarted."""
+    """The wait for the workers did not end at all: a scheduler RPC, not the shuffle, hung.
+    Rerun like NannyNeverRestarted."""
 
 
-def healed(client: Any, n_workers: int) -> None:
-    """Wait for the nanny to bring a killed worker back; NannyNeverRestarted if it does not,
-    ClusterUnresponsive if distributed's wait itself never returns (it is left behind, and the
-    message says what it and the client's loop were waiting on)."""
+def healed(client: Any, n_workers: int, killed: str | None = None) -> None:
+    """Wait until the scheduler has let the ``killed`` worker go and lists ``n_workers`` again
+    (its nanny started a new one); NannyNeverRestarted if not within HEAL s,
+    ClusterUnresponsive if the wait itself never ends (left behind, its stacks in the message).
+
+    Both, never a count alone: right after a SIGKILL the scheduler may still list the dead
+    worker, and a count of ``n_workers`` then said "healed" about a cluster whose nanny never
+    restarted it; every later load waited a minute for the missing worker (CI's conformance
+    step, 2026-12-07: SHUF-STATE-001 slowed by minutes, yet green)."""
     outcome: list[BaseException | None] = []
 
     def wait() -> None:
         try:
-            client.wait_for_workers(n_workers, timeout=HEAL)
+            _back(client, n_workers, killed, HEAL)
             outcome.append(None)
         except BaseException as exc:  # noqa: BLE001 - raised again on the test's thread
             outcome.append(exc)
@@ -53,17 +61,39 @@ def healed(client: Any, n_workers: int) -> None:
     waiter.join(WAIT_BOUND)
     if not outcome:
         raise ClusterUnresponsive(
-            f"environment: distributed's wait_for_workers({n_workers}, timeout={HEAL:.0f}) did "
-            f"not return within {WAIT_BOUND:.0f} s after a worker was killed; not the "
+            f"environment: the wait for {n_workers} workers (timeout={HEAL:.0f}) did not "
+            f"return within {WAIT_BOUND:.0f} s after a worker was killed; not the "
             f"implementation's failure: rerun\n{hang_report(client, waiter)}"
         )
     if isinstance(outcome[0], TimeoutError):
         raise NannyNeverRestarted(
             f"environment: the nanny never restarted the killed worker ({n_workers} workers "
-            f"wanted, not back within {HEAL:.0f} s); not the implementation's failure: rerun"
+            f"wanted, not back within {HEAL:.0f} s: {outcome[0]}); not the implementation's "
+            "failure: rerun"
         ) from outcome[0]
     if outcome[0] is not None:
         raise outcome[0]
+
+
+def _back(client: Any, n_workers: int, killed: str | None, timeout: float) -> None:
+    """Poll the scheduler until ``killed`` is gone and ``n_workers`` are listed; TimeoutError
+    naming what it last saw. An identity call that timed out is asked again."""
+    deadline = time.monotonic() + timeout
+    seen: list[str] | None = None
+    while True:
+        try:
+            seen = worker_addresses(client)
+        except TimeoutError:
+            pass
+        if seen is not None and killed not in seen and len(seen) >= n_workers:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                "the scheduler never answered" if seen is None
+                else f"{len(seen)} listed: {', '.join(seen) or 'none'}"
+                + (f"; the killed {killed} still among them" if killed in seen else "")
+            )
+        time.sleep(POLL)
 
 
 @dataclass
