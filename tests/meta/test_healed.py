@@ -51,7 +51,7 @@ def test_the_dead_worker_still_listed_is_not_a_healed_cluster(scheduler):
     calls = scheduler([DEAD, ALIVE])  # the count is right, the dead worker is not gone
     start = time.monotonic()
     with pytest.raises(NannyNeverRestarted, match="the killed tcp://127.0.0.1:1 still among") as info:
-        healed(object(), 2, killed=DEAD)
+        healed(object(), 2, killed=[DEAD])
     assert time.monotonic() - start >= world.HEAL and len(calls) > 3
     assert isinstance(info.value.__cause__, TimeoutError)
     assert issubclass(NannyNeverRestarted, EnvironmentFailure)
@@ -60,25 +60,25 @@ def test_the_dead_worker_still_listed_is_not_a_healed_cluster(scheduler):
 def test_one_worker_back_of_two_is_the_nanny_never_restarting(scheduler):
     scheduler([DEAD, ALIVE], [ALIVE])
     with pytest.raises(NannyNeverRestarted, match=r"1 listed: tcp://127.0.0.1:2\)"):
-        healed(object(), 2, killed=DEAD)
+        healed(object(), 2, killed=[DEAD])
 
 
 def test_healed_once_the_dead_one_is_gone_and_a_new_one_came(scheduler):
     calls = scheduler([DEAD, ALIVE], [ALIVE], TimeoutError("identity"), [ALIVE, NEW], [])
-    healed(object(), 2, killed=DEAD)
+    healed(object(), 2, killed=[DEAD])
     assert len(calls) == 4  # it stopped asking at the first whole answer
 
 
 def test_a_scheduler_that_never_answers_in_time_ends_at_the_deadline(scheduler):
     scheduler(TimeoutError("identity"))
     with pytest.raises(NannyNeverRestarted, match="the scheduler never answered"):
-        healed(object(), 2, killed=DEAD)
+        healed(object(), 2, killed=[DEAD])
 
 
 def test_any_other_error_is_raised_as_it_is(scheduler):
     scheduler(ValueError("not an environment failure"))
     with pytest.raises(ValueError, match="not an environment failure"):
-        healed(object(), 2, killed=DEAD)
+        healed(object(), 2, killed=[DEAD])
 
 
 def test_a_wait_that_never_returns_is_cut_by_the_suites_bound(scheduler, monkeypatch):
@@ -87,7 +87,7 @@ def test_a_wait_that_never_returns_is_cut_by_the_suites_bound(scheduler, monkeyp
     scheduler(forever.wait)  # an RPC that never answered, its own bound broken
     start = time.monotonic()
     with pytest.raises(ClusterUnresponsive, match=r"the wait for 2 workers \(timeout=0\) did not"):
-        healed(object(), 2, killed=DEAD)
+        healed(object(), 2, killed=[DEAD])
     assert time.monotonic() - start < 5
     assert issubclass(ClusterUnresponsive, EnvironmentFailure)
     forever.set()
@@ -118,7 +118,7 @@ def test_a_cut_wait_says_what_it_and_the_clients_loop_were_waiting_on(scheduler,
     )
     try:
         with pytest.raises(ClusterUnresponsive) as info:
-            healed(client, 2, killed=DEAD)
+            healed(client, 2, killed=[DEAD])
     finally:
         never.set()
         pending.cancel()
@@ -137,7 +137,7 @@ def test_a_cut_wait_without_a_loop_or_scheduler_says_so(scheduler, monkeypatch):
     never = threading.Event()
     scheduler(never.wait)
     with pytest.raises(ClusterUnresponsive) as info:
-        healed(object(), 2, killed=DEAD)
+        healed(object(), 2, killed=[DEAD])
     never.set()
     assert "client loop: no event loop on the client" in str(info.value)
     assert "scheduler: not in this process" in str(info.value)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,8 +39,8 @@ class ClusterUnresponsive(EnvironmentFailure):
     Rerun like NannyNeverRestarted."""
 
 
-def healed(client: Any, n_workers: int, killed: str | None = None) -> None:
-    """Wait until the scheduler has let the ``killed`` worker go and lists ``n_workers`` again
+def healed(client: Any, n_workers: int, killed: Collection[str] = ()) -> None:
+    """Wait until the scheduler has let the ``killed`` workers go and lists ``n_workers`` again
     (its nanny started a new one); NannyNeverRestarted if not within HEAL s,
     ClusterUnresponsive if the wait itself never ends (left behind, its stacks in the message).
 
@@ -75,8 +76,8 @@ def healed(client: Any, n_workers: int, killed: str | None = None) -> None:
         raise outcome[0]
 
 
-def _back(client: Any, n_workers: int, killed: str | None, timeout: float) -> None:
-    """Poll the scheduler until ``killed`` is gone and ``n_workers`` are listed; TimeoutError
+def _back(client: Any, n_workers: int, killed: Collection[str], timeout: float) -> None:
+    """Poll the scheduler until ``killed`` are gone and ``n_workers`` are listed; TimeoutError
     naming what it last saw. An identity call that timed out is asked again."""
     deadline = time.monotonic() + timeout
     seen: list[str] | None = None
@@ -85,13 +86,13 @@ def _back(client: Any, n_workers: int, killed: str | None, timeout: float) -> No
             seen = worker_addresses(client)
         except TimeoutError:
             pass
-        if seen is not None and killed not in seen and len(seen) >= n_workers:
+        if seen is not None and not set(killed) & set(seen) and len(seen) >= n_workers:
             return
         if time.monotonic() > deadline:
             raise TimeoutError(
                 "the scheduler never answered" if seen is None
                 else f"{len(seen)} listed: {', '.join(seen) or 'none'}"
-                + (f"; the killed {killed} still among them" if killed in seen else "")
+                + "".join(f"; the killed {w} still among them" for w in sorted(set(killed) & set(seen)))
             )
         time.sleep(POLL)
 

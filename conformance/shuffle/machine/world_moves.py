@@ -60,7 +60,8 @@ def shuffle_while(
         if killer is not None:
             cluster.cluster.scheduler.remove_plugin(name=f"{killer.name}-{phase}")
             if killer.fired:  # the nanny restarts it; later steps start on a whole cluster
-                healed(cluster.client, cluster.env.n_workers, killed=killer.fired[0][1])
+                killed = {worker for _key, worker, _pid in killer.fired}
+                healed(cluster.client, cluster.env.n_workers, killed)
     exercised = bool(fired) and (kind == "kill" or bool(fired[0]))
     world.faults[(name, "fired" if exercised else "not exercised")] += 1
     if exercised and (phase, *conditions.MACHINE_FAULTS[kind]) in conditions.SHUFFLE_PRODUCED:
