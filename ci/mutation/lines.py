@@ -23,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import cosmic_ray.plugins
 from cosmic_ray.mutating import mutate_code
 from cosmic_ray.work_item import MutationSpec
 from plan import mutants
@@ -39,6 +40,12 @@ def select(module: str, spans: list[tuple[int, int]]) -> list[MutationSpec]:
     """Every mutant of ``module`` whose mutated code starts on a line of ``spans``."""
     specs = (item.mutations[0] for item in mutants(module, REPO))
     return [s for s in specs if any(a <= s.start_pos[0] <= b for a, b in spans)]
+
+
+def mutant_source(source: str, spec: MutationSpec) -> str | None:
+    """``source`` with ``spec``'s mutation applied (None if it applies nowhere)."""
+    operator = cosmic_ray.plugins.get_operator(spec.operator_name)()
+    return mutate_code(source, operator, spec.occurrence)
 
 
 def _judge(tree: Path, runs: list[str], timeout: float) -> tuple[bool, list[str]]:
@@ -72,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(["git", "-C", str(REPO), "worktree", "add", "-q", "--detach", str(tree), "HEAD"], check=True)
         try:
             for n, spec in enumerate(items, 1):
-                mutated = mutate_code(source, spec.operator_name, spec.occurrence)
+                mutated = mutant_source(source, spec)
                 if mutated is None:
                     print(f"{n}/{len(items)} {spec.operator_name} #{spec.occurrence}: not applied", flush=True)
                     continue
