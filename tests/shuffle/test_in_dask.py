@@ -494,3 +494,27 @@ def test_a_collection_computed_twice_at_once_leaves_no_task(dask_cluster):
     del first, second, out
     _wait_no_tasks(client)
     assert_clean(client)
+
+
+def test_a_graph_with_a_shuffle_another_compute_holds_still_runs_its_new_shuffles(dask_cluster):
+    """One graph, two shuffles: one whose outputs an earlier compute already holds (forgotten as
+    it arrives) and new ones, which must still register and run, wherever they come in the graph
+    (the orphan is skipped, not the rest of the graph)."""
+    from distributed import wait
+
+    _, client = dask_cluster
+    pdf = _frame(2_000)
+    with in_dask.device_shuffle(client):
+        frame = dd.from_pandas(pdf, npartitions=4)
+        held = frame.shuffle("k", npartitions=3)
+        new = [frame.shuffle("k", npartitions=n) for n in (2, 5)]
+        first = client.compute(held.to_delayed())
+        second = client.compute([*held.to_delayed(), *(d for c in new for d in c.to_delayed())])
+        wait([*first, *second], timeout=60)
+        parts = client.gather(second)
+    got = [pd.concat(parts[:3]), pd.concat(parts[3:5]), pd.concat(parts[5:])]
+    for g in got:
+        pd.testing.assert_frame_equal(g.sort_index(), pdf.sort_index())
+    del first, second, held, new, frame
+    _wait_no_tasks(client)
+    assert_clean(client)
