@@ -21,24 +21,27 @@ NPARTITIONS = 3
 INPUTS = 4
 
 
-def _shuffled(cluster, flag: str) -> tuple[object, dict[int, int]]:
+def _shuffled(cluster, flag: str, npartitions: int = NPARTITIONS) -> tuple[object, dict[int, int]]:
     """The collection of ``INPUTS`` inputs of ``frames.flaky_input`` (input 1 raises while the
-    file ``flag`` exists) shuffled through the method, and the key of every row it must give."""
+    file ``flag`` exists) shuffled through the method into ``npartitions``, and the key of every
+    row it must give."""
     import dask.dataframe as dd
 
     pd, f = extras.pandas(), extras.frames()
     ddf = dd.from_map(f.flaky_input, range(INPUTS), flag=flag, meta=f.flaky_input(0, "", 0))
-    out = ddf.shuffle(f.KEY, npartitions=NPARTITIONS, shuffle_method=cluster.adapter.dask_method, force=True)
+    out = ddf.shuffle(f.KEY, npartitions=npartitions, shuffle_method=cluster.adapter.dask_method, force=True)
     frame = pd.concat([f.flaky_input(i, "") for i in range(INPUTS)])
     return out, dict(zip(frame[f.ROW].tolist(), frame[f.KEY].tolist(), strict=True))
 
 
-def _problems(parts: list, want: dict[int, int], what: str) -> tuple[list[str], dict[int, int]]:
+def _problems(
+    parts: list, want: dict[int, int], what: str, npartitions: int = NPARTITIONS
+) -> tuple[list[str], dict[int, int]]:
     """14.1, 14.6 and 14.7 of one compute; the output of every row."""
     f = extras.frames()
     problems = []
-    if len(parts) != NPARTITIONS:
-        problems.append(f"{what}: {len(parts)} outputs, not {NPARTITIONS}")
+    if len(parts) != npartitions:
+        problems.append(f"{what}: {len(parts)} outputs, not {npartitions}")
     where: dict[int, int] = {}
     keys: dict[int, set[int]] = {}
     for i, part in enumerate(parts):
@@ -95,22 +98,25 @@ def _scheduler_tasks(dask_scheduler=None) -> list[str]:
 @conformance_id("SHUF-RERUN-002", clause=("14.29", "14.1", "14.6", "14.7", "14.9", "14.11"))
 @requires("shuffle", "shuffle.dask")
 def test_a_shuffle_computed_twice_at_once(impl, shuffle_cluster, record_detail):
-    """Two computes of one collection, the second asked for before the first returns: both
-    whole and alike, and once both are released the scheduler holds none of their tasks
-    (tasks it held before, another test's, do not count)."""
+    """Two computes of one collection, the second asked for before the first returns and
+    holding another shuffle of the same inputs too: all whole, the twice-computed one alike, and
+    once all are released the scheduler holds none of their tasks (tasks it held before,
+    another test's, do not count)."""
     out, want = _shuffled(shuffle_cluster, "")
+    other, _ = _shuffled(shuffle_cluster, "", NPARTITIONS + 2)
     client = shuffle_cluster.env.client
     before = set(client.run_on_scheduler(_scheduler_tasks))
 
     def twice() -> tuple[list, list]:
         first = client.compute(out.to_delayed())
-        second = client.compute(out.to_delayed())
+        second = client.compute([*out.to_delayed(), *other.to_delayed()])
         return client.gather(first), client.gather(second)
 
     first, second = call_with_timeout(twice, SHUFFLE_TIMEOUT)
     problems, a = _problems(first, want, "the first compute")
-    more, b = _problems(second, want, "the second compute")
-    assert not problems + more, "; ".join(problems + more)
+    more, b = _problems(second[:NPARTITIONS], want, "the second compute")
+    besides, _ = _problems(second[NPARTITIONS:], want, "the other shuffle", NPARTITIONS + 2)
+    assert not problems + more + besides, "; ".join(problems + more + besides)
     assert a == b, "the two computes put rows in different outputs (14.9)"
     del first, second
     left = shuffle_cluster.settled(timeout=10.0)
@@ -119,4 +125,4 @@ def test_a_shuffle_computed_twice_at_once(impl, shuffle_cluster, record_detail):
     while (held := sorted(set(client.run_on_scheduler(_scheduler_tasks)) - before)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not held, f"the scheduler still holds {len(held)} tasks: {held[:4]}"
-    record_detail(f"{len(want)} rows, 2 computes at once")
+    record_detail(f"{len(want)} rows, 2 computes at once, the second with another shuffle")
