@@ -99,23 +99,26 @@ def _scheduler_tasks(dask_scheduler=None) -> list[str]:
 @requires("shuffle", "shuffle.dask")
 def test_a_shuffle_computed_twice_at_once(impl, shuffle_cluster, record_detail):
     """Two computes of one collection, the second asked for before the first returns and
-    holding another shuffle of the same inputs too: all whole, the twice-computed one alike, and
+    holding two other shuffles of the same inputs too: all whole, the twice-computed one alike, and
     once all are released the scheduler holds none of their tasks (tasks it held before,
     another test's, do not count)."""
     out, want = _shuffled(shuffle_cluster, "")
-    other, _ = _shuffled(shuffle_cluster, "", NPARTITIONS + 2)
+    # two more shuffles: wherever the held one comes in the graph, one of them follows it
+    others = [_shuffled(shuffle_cluster, "", n)[0] for n in (NPARTITIONS - 1, NPARTITIONS + 2)]
     client = shuffle_cluster.env.client
     before = set(client.run_on_scheduler(_scheduler_tasks))
 
     def twice() -> tuple[list, list]:
         first = client.compute(out.to_delayed())
-        second = client.compute([*out.to_delayed(), *other.to_delayed()])
+        second = client.compute([*out.to_delayed(), *(d for o in others for d in o.to_delayed())])
         return client.gather(first), client.gather(second)
 
     first, second = call_with_timeout(twice, SHUFFLE_TIMEOUT)
     problems, a = _problems(first, want, "the first compute")
     more, b = _problems(second[:NPARTITIONS], want, "the second compute")
-    besides, _ = _problems(second[NPARTITIONS:], want, "the other shuffle", NPARTITIONS + 2)
+    cut = 2 * NPARTITIONS - 1
+    besides, _ = _problems(second[NPARTITIONS:cut], want, "another shuffle", NPARTITIONS - 1)
+    besides += _problems(second[cut:], want, "a third shuffle", NPARTITIONS + 2)[0]
     assert not problems + more + besides, "; ".join(problems + more + besides)
     assert a == b, "the two computes put rows in different outputs (14.9)"
     del first, second
@@ -125,4 +128,4 @@ def test_a_shuffle_computed_twice_at_once(impl, shuffle_cluster, record_detail):
     while (held := sorted(set(client.run_on_scheduler(_scheduler_tasks)) - before)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not held, f"the scheduler still holds {len(held)} tasks: {held[:4]}"
-    record_detail(f"{len(want)} rows, 2 computes at once, the second with another shuffle")
+    record_detail(f"{len(want)} rows, 2 computes at once, the second with 2 more shuffles")
