@@ -110,15 +110,15 @@ def test_a_shuffle_computed_twice_at_once(impl, shuffle_cluster, record_detail):
 
     def twice() -> tuple[list, list]:
         first = client.compute(out.to_delayed())
-        second = client.compute([*out.to_delayed(), *(d for o in others for d in o.to_delayed())])
+        second = client.compute([*(d for o in others for d in o.to_delayed()), *out.to_delayed()])
         return client.gather(first), client.gather(second)
 
     first, second = call_with_timeout(twice, SHUFFLE_TIMEOUT)
     problems, a = _problems(first, want, "the first compute")
-    more, b = _problems(second[:NPARTITIONS], want, "the second compute")
-    cut = 2 * NPARTITIONS - 1
-    besides, _ = _problems(second[NPARTITIONS:cut], want, "another shuffle", NPARTITIONS - 1)
-    besides += _problems(second[cut:], want, "a third shuffle", NPARTITIONS + 2)[0]
+    cut = NPARTITIONS - 1
+    more, b = _problems(second[2 * NPARTITIONS + 1 :], want, "the second compute")
+    besides, _ = _problems(second[:cut], want, "another shuffle", NPARTITIONS - 1)
+    besides += _problems(second[cut : 2 * NPARTITIONS + 1], want, "a third shuffle", NPARTITIONS + 2)[0]
     assert not problems + more + besides, "; ".join(problems + more + besides)
     assert a == b, "the two computes put rows in different outputs (14.9)"
     del first, second
