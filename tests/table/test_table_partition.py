@@ -230,3 +230,16 @@ def test_string_partitions_work_as_tables(dev):
     spilled = TABLE.to_device(TABLE.to_host(p, dev), dev)
     assert spilled.equals(p) and spilled.nbytes == p.nbytes
     del back, spilled
+
+
+def test_the_partition_functions_take_their_arguments_by_name_and_backend_only_by_name():
+    """The reference's own API (outside the contract): ``on`` and ``npartitions`` by keyword,
+    ``backend`` keyword-only, so that a call cannot pass a backend for a count by position."""
+    t = Table.from_arrow(pa.table({"k": [1, 2, 3, 4], "v": [5.0, 6.0, 7.0, 8.0]}), SimDevice("1 MiB"))
+    grouped, offsets = partition_grouped(t, on="k", npartitions=3, backend="cpu")
+    parts = partition_table(t, on=["k"], npartitions=3, backend="cpu")
+    assert [p.num_rows for p in parts] == [b - a for a, b in zip(offsets, offsets[1:], strict=False)]
+    assert grouped.num_rows == 4
+    for fn in (partition_grouped, partition_table):
+        with pytest.raises(TypeError, match="positional argument"):
+            fn(t, "k", 3, "cpu")
