@@ -7,7 +7,8 @@
 A sampled run (``run.py``) judges a module's mutants in a seeded random order, so a function
 of ten lines added to a module of 268 mutants is rarely reached in the time a review has. This
 takes every mutant (the same operators as ``run.py``) whose mutated code starts inside the
-given lines, applies it to a clean worktree of HEAD and runs ``python -m pytest <tests>`` there
+given lines, applies it to a clean worktree of HEAD (commit first: uncommitted changes are
+not in it, and it says so) and runs ``python -m pytest <tests>`` there
 for each ``--tests``, in order, until one fails: one line per mutant, KILLED or SURVIVED. It is not a score (the tests
 are chosen by hand, not the group's slice): a survivor here is judged with the slice
 (``rejudge.py``) or triaged.
@@ -72,7 +73,13 @@ def main(argv: list[str] | None = None) -> int:
     items = select(args.module, args.lines)
     if not items:
         raise SystemExit(f"lines.py: no mutant starts in {args.lines} of {args.module}")
-    source = (REPO / args.module).read_text()
+    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True, check=True).stdout.split("\n")  # fmt: skip
+    if any(dirty):
+        print(f"lines.py: judging HEAD; these uncommitted changes are not in it: "
+              f"{', '.join(d[3:] for d in dirty if d)}", file=sys.stderr, flush=True)  # fmt: skip
+    source = subprocess.run(["git", "-C", str(REPO), "show", f"HEAD:{args.module}"],
+                            capture_output=True, text=True, check=True).stdout  # fmt: skip
     killed = 0
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "tree"

@@ -238,8 +238,12 @@ def test_the_partition_functions_take_their_arguments_by_name_and_backend_only_b
     t = Table.from_arrow(pa.table({"k": [1, 2, 3, 4], "v": [5.0, 6.0, 7.0, 8.0]}), SimDevice("1 MiB"))
     grouped, offsets = partition_grouped(t, on="k", npartitions=3, backend="cpu")
     parts = partition_table(t, on=["k"], npartitions=3, backend="cpu")
+    ids = partition_ids(t, on="k", npartitions=3, backend="cpu")
+    assert sorted(Counter(np.asarray(t.device.to_host(ids)).tolist()).values()) == sorted(
+        p.num_rows for p in parts if p.num_rows
+    )
     assert [p.num_rows for p in parts] == [b - a for a, b in zip(offsets, offsets[1:], strict=False)]
     assert grouped.num_rows == 4
-    for fn in (partition_grouped, partition_table):
+    for fn in (partition_grouped, partition_table, partition_ids):
         with pytest.raises(TypeError, match="positional argument"):
             fn(t, "k", 3, "cpu")
