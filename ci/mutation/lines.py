@@ -37,9 +37,10 @@ def _span(text: str) -> tuple[int, int]:
     return int(first), int(last or first)
 
 
-def select(module: str, spans: list[tuple[int, int]]) -> list[MutationSpec]:
-    """Every mutant of ``module`` whose mutated code starts on a line of ``spans``."""
-    specs = (item.mutations[0] for item in mutants(module, REPO))
+def select(module: str, spans: list[tuple[int, int]], root: Path = REPO) -> list[MutationSpec]:
+    """Every mutant of ``module`` (under ``root``) whose mutated code starts on a line of
+    ``spans``."""
+    specs = (item.mutations[0] for item in mutants(module, root))
     return [s for s in specs if any(a <= s.start_pos[0] <= b for a, b in spans)]
 
 
@@ -70,21 +71,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per mutant")
     p.add_argument("--tests", action="append", required=True, help="pytest arguments, one run (repeatable)")
     args = p.parse_args(argv)
-    items = select(args.module, args.lines)
-    if not items:
-        raise SystemExit(f"lines.py: no mutant starts in {args.lines} of {args.module}")
     dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
                            capture_output=True, text=True, check=True).stdout.split("\n")  # fmt: skip
     if any(dirty):
         print(f"lines.py: judging HEAD; these uncommitted changes are not in it: "
               f"{', '.join(d[3:] for d in dirty if d)}", file=sys.stderr, flush=True)  # fmt: skip
-    source = subprocess.run(["git", "-C", str(REPO), "show", f"HEAD:{args.module}"],
-                            capture_output=True, text=True, check=True).stdout  # fmt: skip
     killed = 0
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "tree"
         subprocess.run(["git", "-C", str(REPO), "worktree", "add", "-q", "--detach", str(tree), "HEAD"], check=True)
         try:
+            source = (tree / args.module).read_text()
+            items = select(args.module, args.lines, tree)
+            if not items:
+                raise SystemExit(f"lines.py: no mutant starts in {args.lines} of {args.module}")
             for n, spec in enumerate(items, 1):
                 mutated = mutant_source(source, spec)
                 if mutated is None:
