@@ -7,11 +7,11 @@
 A sampled run (``run.py``) judges a module's mutants in a seeded random order, so a function
 of ten lines added to a module of 268 mutants is rarely reached in the time a review has. This
 takes every mutant (the same operators as ``run.py``) whose mutated code starts inside the
-given lines, applies it to a clean worktree of HEAD (commit first: uncommitted changes are
-not in it, and it says so) and runs ``python -m pytest <tests>`` there
-for each ``--tests``, in order, until one fails: one line per mutant, KILLED or SURVIVED. It is not a score (the tests
-are chosen by hand, not the group's slice): a survivor here is judged with the slice
-(``rejudge.py``) or triaged.
+given lines of HEAD's file, applies it to a clean worktree of HEAD (commit first: uncommitted
+changes are not in it, and it says so) and runs ``python -m pytest <tests>`` there for each
+``--tests``, in order, until one fails: one line per mutant, KILLED or SURVIVED. It is not a
+score (the tests are chosen by hand, not the group's slice): a survivor here is judged with
+the slice (``rejudge.py``) or triaged.
 """
 
 from __future__ import annotations
