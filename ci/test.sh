@@ -11,21 +11,23 @@ if [[ -n "${HYPOTHESIS_PROFILE:-}" && -n "${CONFORMANCE_PROFILE:-}" \
 fi
 export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-${CONFORMANCE_PROFILE:-ci}}"
 export CONFORMANCE_PROFILE="$HYPOTHESIS_PROFILE"
-python -m ruff check --no-cache .
+# Each step's wall time on stderr (a slow CI run says where its time went).
+step() { local t0=$SECONDS; "$@"; echo "ci/test.sh: $(( SECONDS - t0 )) s: $*" >&2; }
+step python -m ruff check --no-cache .
 # The workflows (.github/workflows/, config .github/actionlint.yaml), well under a second.
 # No shellcheck/pyflakes on run: scripts, so the result does not depend on what the
 # machine has on PATH.
-actionlint -shellcheck= -pyflakes=
+step actionlint -shellcheck= -pyflakes=
 # The GPU check's dry run: arguments, wheel folder, imports, CUDA kernels under the simulator.
-bash ci/gpu_check.sh --dry-run --out reports/gpu-dry-run
+step bash ci/gpu_check.sh --dry-run --out reports/gpu-dry-run
 # JUNIT_DIR (ci/flake_hunt.sh --readme): each pytest step also writes DIR/<step>.xml.
 junit() { [[ -n "${JUNIT_DIR:-}" ]] && echo "--junitxml=$JUNIT_DIR/$1.xml" || true; }
-python -m pytest tests -n 2 $(junit tests) "$@"
+step python -m pytest tests -n 2 $(junit tests) "$@"
 # Every stress scenario at small sizes (python -m stress ...), faults included; about
 # 2 minutes on 2 cores.
-python -m pytest stress -n 2 $(junit stress) "$@"
-python -m pytest conformance --impl=reference --device=sim -n 2 $(junit conformance) "$@"
+step python -m pytest stress -n 2 $(junit stress) "$@"
+step python -m pytest conformance --impl=reference --device=sim -n 2 $(junit conformance) "$@"
 # The CPU peers' manifests, on a few IDs (< 60 s): a stale entry, a broken findings link or an
 # undocumented failure of zict or distributed-spill fails CI. The full table runs nightly
 # (.github/workflows/nightly-peers.yml).
-bash ci/peers.sh --fast "$@"
+step bash ci/peers.sh --fast "$@"
