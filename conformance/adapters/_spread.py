@@ -24,7 +24,6 @@ built-in shuffle adapter does, without inflating the workers' memory (issue 24).
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -34,7 +33,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from conformance.adapters._layout import land, ship
 from conformance.api import ShuffleEnv
 from conformance.futures import settle
-from conformance.shuffle.workers import worker_addresses
+from conformance.shuffle.workers import poll_workers
 
 WORKERS_TIMEOUT = 60.0  # seconds to wait for env.n_workers (a killed worker's nanny restarts it)
 # Bytes of outputs read in one batch when the environment sets no host limit: 64 MiB, an
@@ -44,26 +43,11 @@ SOURCE = "conformance-input-source"  # the scheduler plugin's name and its handl
 FETCH_TIMEOUT = 60.0  # seconds a task waits for the scheduler to hand it its input
 
 
-def _addresses(client: Any) -> list[str]:
-    """The workers' addresses; none if the scheduler did not answer in time (asked again)."""
-    try:
-        return worker_addresses(client)
-    except TimeoutError:
-        return []
-
-
 def workers(env: ShuffleEnv, timeout: float = WORKERS_TIMEOUT) -> list[str]:
     """The workers' addresses, sorted, asked of the scheduler itself
-    (:func:`~conformance.shuffle.workers.worker_addresses`) once ``env.n_workers`` of them
-    run (or ``timeout`` passed, with at least one)."""
-    # A poll of the scheduler, not client.wait_for_workers: with a local cluster that waits in
-    # Cluster._wait_for_workers, which checks its deadline only between scheduler RPCs and once
-    # sat past its timeout on one that never answered (docs/findings/reference.md,
-    # SHUF-STATE-001; seen again here, in CI's conformance step, 2026-12-07).
-    # Fewer than expected at the deadline: spread over those there are.
-    deadline = time.monotonic() + timeout
-    while len(found := _addresses(env.client)) < env.n_workers and time.monotonic() < deadline:
-        time.sleep(0.1)
+    (:func:`~conformance.shuffle.workers.poll_workers`) once ``env.n_workers`` of them run (or
+    ``timeout`` passed, with at least one: spread over those there are)."""
+    found, _ = poll_workers(env.client, env.n_workers, timeout)
     if not found:
         raise RuntimeError(f"the cluster has no workers after {timeout:.0f} s")
     return found

@@ -5,6 +5,8 @@ environment a worker process starts with, and the workers' addresses.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Collection
 from typing import Any
 
 import distributed
@@ -83,6 +85,35 @@ def worker_addresses(client: distributed.Client) -> list[str]:
     """
     info = client.sync(client.scheduler.identity, n_workers=-1, callback_timeout=IDENTITY_TIMEOUT)
     return sorted(info["workers"])
+
+
+def poll_workers(
+    client: distributed.Client,
+    n_workers: int,
+    timeout: float,
+    *,
+    gone: Collection[str] = (),
+    poll: float = 0.1,
+) -> tuple[list[str] | None, bool]:
+    """Ask the scheduler (:func:`worker_addresses`, a call that timed out asked again) until it
+    lists ``n_workers`` and none of ``gone``, or ``timeout`` passed: ``(what it last listed,
+    None if it never answered; whether it got there)``.
+
+    Never distributed's ``Cluster.wait_for_workers``, which checks its deadline only between
+    RPCs and once sat past it on one that never answered; and never a count alone, since a
+    worker just killed is still listed for some milliseconds."""
+    deadline = time.monotonic() + timeout
+    seen: list[str] | None = None
+    while True:
+        try:
+            seen = worker_addresses(client)
+        except TimeoutError:
+            pass
+        if seen is not None and len(seen) >= n_workers and not set(gone) & set(seen):
+            return seen, True
+        if time.monotonic() > deadline:
+            return seen, False
+        time.sleep(poll)
 
 
 def worker_environ() -> dict[str, str]:

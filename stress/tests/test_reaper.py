@@ -6,6 +6,9 @@ from __future__ import annotations
 import signal
 import time
 
+import pytest
+
+from conformance.shuffle import workers as workers_mod
 from stress import reaper as reaping
 
 
@@ -18,9 +21,11 @@ class FakeClient:
     def run_on_scheduler(self, fn):
         return dict(self.workers)
 
-    def wait_for_workers(self, n: int, timeout: float) -> None:
-        if len(self.workers) < n:
-            raise TimeoutError(f"only {len(self.workers)} of {n}")
+
+@pytest.fixture(autouse=True)
+def scheduler_listing(monkeypatch):
+    """The reaper's wait for a whole cluster asks the fake scheduler's worker table."""
+    monkeypatch.setattr(workers_mod, "worker_addresses", lambda client: sorted(client.workers))
 
 
 def test_kills_one_at_a_time_and_only_a_whole_cluster(monkeypatch):
@@ -60,6 +65,22 @@ def test_a_worker_not_brought_back_is_a_problem_not_a_crash(monkeypatch):
         time.sleep(0.2)
     assert len(r.kills) == 1
     assert r.problems and "a nanny did not bring its worker back" in r.problems[0], r.problems
+
+
+def test_a_killed_worker_still_listed_is_not_a_whole_cluster(monkeypatch):
+    """The count is right but the dead worker is still there (the scheduler has not noticed):
+    not whole; one reaper kill, its worker never replaced or removed, is a problem."""
+    monkeypatch.setattr(reaping.os, "kill", lambda pid, sig: None)  # it dies, nobody notices
+    monkeypatch.setattr(reaping, "POLL", 0.01)
+    monkeypatch.setattr(reaping, "BACK_TIMEOUT", 0.1)
+    client = FakeClient({"tcp://a": (1, "/d/worker-a"), "tcp://b": (2, "/d/worker-b")})
+    r = reaping.Reaper(client, every=0.02, seed=1, n_workers=2)
+    with r.armed():
+        deadline = time.monotonic() + 2
+        while not r.kills and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert len(r.kills) == 1
+    assert "not whole" in r.problems[0] and r.kills[0].worker in r.problems[0], r.problems
 
 
 def test_files_of_killed_workers_are_told_apart():

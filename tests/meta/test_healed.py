@@ -17,6 +17,7 @@ import types
 import pytest
 
 from conformance import EnvironmentFailure
+from conformance.shuffle import workers
 from conformance.shuffle.machine import world
 from conformance.shuffle.machine.world import ClusterUnresponsive, NannyNeverRestarted, healed
 
@@ -39,7 +40,7 @@ def scheduler(monkeypatch):
                 raise answer
             return answer() if callable(answer) else list(answer)
 
-        monkeypatch.setattr(world, "worker_addresses", worker_addresses)
+        monkeypatch.setattr(workers, "worker_addresses", worker_addresses)
         return calls
 
     monkeypatch.setattr(world, "HEAL", 0.5)

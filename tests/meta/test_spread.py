@@ -291,19 +291,20 @@ def test_the_wait_for_workers_ends_at_its_deadline_whatever_the_scheduler_does(m
     from types import SimpleNamespace
 
     from conformance.adapters import _spread
+    from conformance.shuffle import workers
 
     env = SimpleNamespace(client=None, n_workers=2)
 
     def never(client):
         raise TimeoutError("no answer")
 
-    monkeypatch.setattr(_spread, "worker_addresses", never)
+    monkeypatch.setattr(workers, "worker_addresses", never)
     start = time.monotonic()
     with pytest.raises(RuntimeError, match=r"^the cluster has no workers after 0 s$"):
         _spread.workers(env, timeout=0.3)
     assert time.monotonic() - start < 5
     answers = iter([["tcp://a"], ["tcp://a", "tcp://b"]])
-    monkeypatch.setattr(_spread, "worker_addresses", lambda client: next(answers))
+    monkeypatch.setattr(workers, "worker_addresses", lambda client: next(answers))
     assert _spread.workers(env, timeout=30) == ["tcp://a", "tcp://b"]
-    monkeypatch.setattr(_spread, "worker_addresses", lambda client: ["tcp://a"])
+    monkeypatch.setattr(workers, "worker_addresses", lambda client: ["tcp://a"])
     assert _spread.workers(env, timeout=0.3) == ["tcp://a"]

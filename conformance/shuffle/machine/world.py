@@ -4,7 +4,6 @@ and the judging of every shuffle that returned (which adds to them)."""
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from .. import faults as faults
 from ..judge import Landing, field_metadata_kept, outcome_problems
 from ..rich_tables import describe
 from ..tables import ShuffleCase
-from ..workers import worker_addresses
+from ..workers import poll_workers
 from .hang_report import hang_report
 
 HEAL = 60.0  # seconds for a killed worker's nanny to bring it back
@@ -77,24 +76,15 @@ def healed(client: Any, n_workers: int, killed: Collection[str] = ()) -> None:
 
 
 def _back(client: Any, n_workers: int, killed: Collection[str], timeout: float) -> None:
-    """Poll the scheduler until ``killed`` are gone and ``n_workers`` are listed; TimeoutError
-    naming what it last saw. An identity call that timed out is asked again."""
-    deadline = time.monotonic() + timeout
-    seen: list[str] | None = None
-    while True:
-        try:
-            seen = worker_addresses(client)
-        except TimeoutError:
-            pass
-        if seen is not None and not set(killed) & set(seen) and len(seen) >= n_workers:
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError(
-                "the scheduler never answered" if seen is None
-                else f"{len(seen)} listed: {', '.join(seen) or 'none'}"
-                + "".join(f"; the killed {w} still among them" for w in sorted(set(killed) & set(seen)))
-            )
-        time.sleep(POLL)
+    """Wait until ``killed`` are gone and ``n_workers`` are listed; TimeoutError naming what the
+    scheduler last listed."""
+    seen, back = poll_workers(client, n_workers, timeout, gone=killed, poll=POLL)
+    if back:
+        return
+    if seen is None:
+        raise TimeoutError("the scheduler never answered")
+    still = "".join(f"; the killed {w} still among them" for w in sorted(set(killed) & set(seen)))
+    raise TimeoutError(f"{len(seen)} listed: {', '.join(seen) or 'none'}{still}")
 
 
 @dataclass
