@@ -142,3 +142,30 @@ def test_a_cut_wait_without_a_loop_or_scheduler_says_so(scheduler, monkeypatch):
     never.set()
     assert "client loop: no event loop on the client" in str(info.value)
     assert "scheduler: not in this process" in str(info.value)
+
+
+def test_every_rule_starts_on_a_whole_cluster(scheduler):
+    """A worker gone that nobody killed (or whose nanny died with it): the machine's next rule
+    raises the environment's failure at once, instead of running with a minute's wait in each
+    of its loads."""
+    from collections import Counter
+
+    from conformance.shuffle.machine.schedule import step
+
+    ran = []
+
+    @step
+    def rule(machine):
+        ran.append(machine)
+
+    cluster = types.SimpleNamespace(client=object(), env=types.SimpleNamespace(n_workers=2))
+    machine = types.SimpleNamespace(
+        cluster=cluster, counts=Counter(), world=types.SimpleNamespace(seconds=Counter()), clean=True
+    )
+    scheduler([ALIVE, NEW])
+    rule(machine)
+    assert ran == [machine] and machine.counts["rule"] == 1
+    scheduler([ALIVE])
+    with pytest.raises(NannyNeverRestarted, match="never restarted a worker that left the cluster"):
+        rule(machine)
+    assert ran == [machine], "the rule ran on a cluster missing a worker"

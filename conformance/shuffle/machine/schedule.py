@@ -14,15 +14,21 @@ from typing import TYPE_CHECKING
 
 from hypothesis.stateful import precondition
 
+from .world import healed
+
 if TYPE_CHECKING:
     from .rules import ShuffleMachine
 
 
 def step(fn):
-    """A rule: counted, timed, and until the invariant after it passes, not known clean."""
+    """A rule: counted, timed, and until the invariant after it passes, not known clean. It
+    starts on a whole cluster: a worker that left it (one the suite did not kill, or whose
+    nanny died with it) and is not back within HEAL s is the environment's failure, raised
+    here once, not a minute's wait in every later load (CI's conformance step, 2026-12-07)."""
 
     @functools.wraps(fn)
     def counted(self, *args, **kwargs):
+        healed(self.cluster.client, self.cluster.env.n_workers, what="a worker that left the cluster")
         self.clean = False
         self.counts[fn.__name__] += 1
         start = time.perf_counter()

@@ -38,7 +38,9 @@ class ClusterUnresponsive(EnvironmentFailure):
     Rerun like NannyNeverRestarted."""
 
 
-def healed(client: Any, n_workers: int, killed: Collection[str] = ()) -> None:
+def healed(
+    client: Any, n_workers: int, killed: Collection[str] = (), *, what: str = "the killed worker"
+) -> None:
     """Wait until the scheduler has let the ``killed`` workers go and lists ``n_workers`` again
     (its nanny started a new one); NannyNeverRestarted if not within HEAL s,
     ClusterUnresponsive if the wait itself never ends (left behind, its stacks in the message).
@@ -67,7 +69,7 @@ def healed(client: Any, n_workers: int, killed: Collection[str] = ()) -> None:
         )
     if isinstance(outcome[0], TimeoutError):
         raise NannyNeverRestarted(
-            f"environment: the nanny never restarted the killed worker ({n_workers} workers "
+            f"environment: the nanny never restarted {what} ({n_workers} workers "
             f"wanted, not back within {HEAL:.0f} s: {outcome[0]}); not the implementation's "
             "failure: rerun"
         ) from outcome[0]
