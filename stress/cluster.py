@@ -20,6 +20,9 @@ from conformance.shuffle.harness import (
     CAPACITY_FACTOR,
     PhaseKiller,
     ShuffleCluster,
+    check_worker_environ,
+    fork_server_with,
+    spawn_environ,
     worker_addresses,
     worker_environ,
 )
@@ -125,6 +128,7 @@ class _Gpus(_Own):
         from reference_impl.shuffle import LocalDeviceCluster
 
         self.adapter, self.spill_dir = adapter, spill_dir
+        fork_server_with(environ := spawn_environ(worker_environ()))
         with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_environ()}):
             self.cluster = LocalDeviceCluster(
                 settings.workers,
@@ -135,6 +139,7 @@ class _Gpus(_Own):
             )
         self.client = distributed.Client(self.cluster, set_as_default=False)
         self.client.wait_for_workers(settings.workers, timeout=WORKERS_TIMEOUT)
+        check_worker_environ(self.client, environ)
         self.scheduler = self.cluster.scheduler
         self._finish(device_limit, host_limit, None)
 

@@ -34,9 +34,12 @@ from .workers import (
     CAPACITY_FACTOR,
     WORKER_ENVIRON,
     SuiteDevice,
+    check_worker_environ,
     device_in_use,
     device_peak,
+    fork_server_with,
     reset_device_peak,
+    spawn_environ,
     worker_addresses,
     worker_environ,
     worker_surface,
@@ -46,8 +49,10 @@ __all__ = [
     "CAPACITY_FACTOR", "DASK_FILES", "RSS_OVERHEAD", "RSS_PARTITIONS", "SHUFFLE_TIMEOUT",
     "WORKER_ENVIRON", "PhaseAction", "PhaseKiller", "RepeatedKiller", "RssSampler",
     "ShuffleCluster", "ShuffleHang", "ShuffleRun", "SuiteDevice", "call_with_timeout",
-    "device_in_use", "device_peak", "for_each_case", "forget_error", "load_inputs",
-    "remove_files", "reset_device_peak", "rss_allowance", "rss_bound", "worker_addresses",
+    "check_worker_environ", "device_in_use", "device_peak", "for_each_case", "fork_server_with",
+    "forget_error", "load_inputs",
+    "remove_files", "reset_device_peak", "rss_allowance", "rss_bound", "spawn_environ",
+    "worker_addresses",
     "worker_environ",
 ]  # fmt: skip
 
@@ -102,7 +107,9 @@ class ShuffleCluster:
             | self._hook("cluster_config", dict)()
         )
         self._config.__enter__()
+        environ = spawn_environ(dask.config.get("distributed.nanny.pre-spawn-environ"))
         try:
+            fork_server_with(environ)
             self.cluster = distributed.LocalCluster(
                 n_workers=n_workers,
                 threads_per_worker=1,
@@ -115,7 +122,11 @@ class ShuffleCluster:
                 plugins=plugins,
             )
             self.client = distributed.Client(self.cluster, set_as_default=False)
+            check_worker_environ(self.client, environ)
         except BaseException:
+            for part in ("client", "cluster"):
+                if hasattr(self, part):
+                    getattr(self, part).close()
             self._config.__exit__(None, None, None)
             raise
         self.env = ShuffleEnv(
