@@ -20,11 +20,4 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
   echo "$WANT" > "$STAMP"
 fi
 export PATH="$VENV/bin:$PATH"
-# Worker processes forked from one server that has imported distributed, numpy and pandas
-# (distributed's forkserver method, which its own test suite uses) instead of a fresh
-# interpreter each: a fifth of the test suite's CPU (368 s against 451 s on 2 cores). The
-# suite's clusters restart a server that lacks their workers' environment and check it in
-# each worker (conformance/shuffle/workers.py). DASK_..._METHOD=spawn gives distributed's
-# default.
-export DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD="${DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD:-forkserver}"
 cd "$ROOT"

@@ -151,7 +151,7 @@ def _lacks(started: dict[str, str] | None, environ: dict[str, Any]) -> dict[str,
 
 
 def fork_server_with(environ: dict[str, Any]) -> None:
-    """Under distributed's ``forkserver`` method (which CI uses: ci/bootstrap.sh) every worker
+    """Under distributed's ``forkserver`` method (ci/test.sh's library tests use it) every worker
     is forked from one server process per client process, started with the first worker: a
     worker has the environment that server started with, never the nanny's pre-spawn one. A
     server started without ``environ`` (by a cluster that set none) is stopped here, so that
