@@ -50,10 +50,8 @@ __all__ = [
     "WORKER_ENVIRON", "PhaseAction", "PhaseKiller", "RepeatedKiller", "RssSampler",
     "ShuffleCluster", "ShuffleHang", "ShuffleRun", "SuiteDevice", "call_with_timeout",
     "check_worker_environ", "device_in_use", "device_peak", "for_each_case", "fork_server_with",
-    "forget_error", "load_inputs",
-    "remove_files", "reset_device_peak", "rss_allowance", "rss_bound", "spawn_environ",
-    "worker_addresses",
-    "worker_environ",
+    "forget_error", "load_inputs", "remove_files", "reset_device_peak", "rss_allowance",
+    "rss_bound", "spawn_environ", "worker_addresses", "worker_environ",
 ]  # fmt: skip
 
 DASK_FILES = (".lock", ".dirlock", "global.lock", "purge.lock")
