@@ -31,3 +31,26 @@ def test_bad_input_is_one_line(argv, needle, capsys, tmp_path):
     assert err.count("\n") == 1 and err.startswith("stress: error: "), err
     assert needle in err, err
     assert not (tmp_path / "r").exists()  # nothing started
+
+
+def test_the_fork_server_is_not_a_worker_left_running_but_what_it_forked_is():
+    """Under distributed's ``forkserver`` method a run's workers are forked from one server
+    that lives as long as the process: the cleanup check names a worker it forked and left
+    running, never the server itself (a fresh-clone CI run once failed stress so)."""
+    import multiprocessing
+    import time
+    from multiprocessing import forkserver
+
+    import psutil
+
+    from stress.cli import _children_left
+
+    worker = multiprocessing.get_context("forkserver").Process(target=time.sleep, args=(60,))
+    worker.start()
+    server = forkserver._forkserver._forkserver_pid
+    assert server is not None and psutil.Process(worker.pid).ppid() == server
+    assert _children_left(timeout=0.5) == [worker.pid]  # named, and killed
+    worker.join(timeout=10)
+    assert not worker.is_alive()
+    assert psutil.Process(server).is_running()
+    assert _children_left(timeout=0.5) == []
