@@ -27,8 +27,7 @@ junit() { [[ -n "${JUNIT_DIR:-}" ]] && echo "--junitxml=$JUNIT_DIR/$1.xml" || tr
 # uses), not started as fresh interpreters: a fifth of this step's CPU (668 s against 839 s).
 # The suite's clusters restart a server that lacks their workers' environment and check it in
 # each worker (conformance/shuffle/workers.py). Not for stress and conformance below: they run
-# as a user does (distributed's default, spawn), and stress's cleanup check would count the fork
-# server as a worker process left running.
+# as a user does, under distributed's default (spawn).
 step env DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD=forkserver \
     python -m pytest tests -n 2 $(junit tests) "$@"
 # Every stress scenario at small sizes (python -m stress ...), faults included; about
