@@ -129,9 +129,12 @@ def profile(
     procs, paths = record(pids, rate, d, ("--idle", "--threads") if idle else ())
     # this process: the client and, in a LocalDeviceCluster, the scheduler
     here_procs, here_paths = record({"here": os.getpid()}, rate, d)
+    from distributed import get_task_stream
+
     t0 = time.perf_counter()
     try:
-        got = runner(client, nparts, rows)
+        with get_task_stream(client) as ts:
+            got = runner(client, nparts, rows)
     finally:
         wall = time.perf_counter() - t0
         stop(procs + here_procs)
@@ -139,7 +142,10 @@ def profile(
     if got[0] != expected:
         raise AssertionError(f"{method}: {got[0]} rows, expected {expected}")
     stacks = [s for p in paths for s in parse_raw(p)]
-    return {"wall": wall, "stacks": stacks, "here": parse_raw(here_paths[0]), "idle": idle}
+    return {
+        "wall": wall, "stacks": stacks, "here": parse_raw(here_paths[0]), "idle": idle,
+        "tasks": len(ts.data),
+    }  # fmt: skip
 
 
 def cpu_samples(stacks: list[tuple[list[str], int]]):
@@ -185,7 +191,7 @@ def summarize(method: str, res: dict, nparts: int, rate: int, top: int) -> None:
     sec = 1.0 / rate
     shards = nparts * nparts
     print(f"\n## {method}: wall {res['wall']:.1f} s, {total * sec:.1f} CPU-s sampled over both "
-          f"workers ({total * sec / res['wall']:.2f} cores busy)")
+          f"workers ({total * sec / res['wall']:.2f} cores busy), {res['tasks']:,} tasks run")
     print("| stage | CPU s | share | µs per shard | ms per output |")
     print("|---|---|---|---|---|")
     for name, n in stages.most_common():

@@ -102,29 +102,23 @@ def configure(argv: list[str] | None) -> Settings:
     return s
 
 
-def _helpers() -> set[int]:
-    """multiprocessing's own helper processes of this process, which live as long as it does:
-    the fork server (distributed's ``forkserver`` method forks every worker from it; the
-    workers it forked are counted, they are its children). The resource tracker goes by its
-    command line."""
-    from multiprocessing import forkserver
-
-    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
-    return {pid} if pid is not None else set()
-
-
 def _children_left(timeout: float = 20.0) -> list[int]:
     """Our child processes still alive after the clusters closed (killed, then named)."""
     import psutil
+
+    from conformance.shuffle.workers import fork_server_pid
 
     me = psutil.Process()
     deadline = time.monotonic() + timeout
     while True:
         kids = [p for p in me.children(recursive=True) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-        helpers = _helpers()
+        # multiprocessing's own helpers, which live as long as this process: the resource
+        # tracker, and the fork server (distributed's forkserver method forks each worker from
+        # it; the workers it forked are its children, and they are counted)
+        server = fork_server_pid()
         kids = [
             p for p in kids
-            if p.pid not in helpers and "resource_tracker" not in " ".join(_cmdline(p))
+            if p.pid != server and "resource_tracker" not in " ".join(_cmdline(p))
         ]  # fmt: skip
         if not kids or time.monotonic() > deadline:
             break

@@ -129,7 +129,7 @@ class _Gpus(_Own):
 
         self.adapter, self.spill_dir = adapter, spill_dir
         fork_server_with(environ := spawn_environ(worker_environ()))
-        with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_environ()}):
+        with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
             self.cluster = LocalDeviceCluster(
                 settings.workers,
                 device="cuda",
@@ -139,7 +139,7 @@ class _Gpus(_Own):
             )
         self.client = distributed.Client(self.cluster, set_as_default=False)
         self.client.wait_for_workers(settings.workers, timeout=WORKERS_TIMEOUT)
-        check_worker_environ(self.client, environ)
+        check_worker_environ(self.client, environ, settings.workers)
         self.scheduler = self.cluster.scheduler
         self._finish(device_limit, host_limit, None)
 

@@ -37,6 +37,7 @@ from .workers import (
     check_worker_environ,
     device_in_use,
     device_peak,
+    fork_server_pid,
     fork_server_with,
     reset_device_peak,
     spawn_environ,
@@ -49,7 +50,8 @@ __all__ = [
     "CAPACITY_FACTOR", "DASK_FILES", "RSS_OVERHEAD", "RSS_PARTITIONS", "SHUFFLE_TIMEOUT",
     "WORKER_ENVIRON", "PhaseAction", "PhaseKiller", "RepeatedKiller", "RssSampler",
     "ShuffleCluster", "ShuffleHang", "ShuffleRun", "SuiteDevice", "call_with_timeout",
-    "check_worker_environ", "device_in_use", "device_peak", "for_each_case", "fork_server_with",
+    "check_worker_environ", "device_in_use", "device_peak", "for_each_case", "fork_server_pid",
+    "fork_server_with",
     "forget_error", "load_inputs", "remove_files", "reset_device_peak", "rss_allowance",
     "rss_bound", "spawn_environ", "worker_addresses", "worker_environ",
 ]  # fmt: skip
@@ -120,7 +122,7 @@ class ShuffleCluster:
                 plugins=plugins,
             )
             self.client = distributed.Client(self.cluster, set_as_default=False)
-            check_worker_environ(self.client, environ)
+            check_worker_environ(self.client, environ, n_workers)
         except BaseException:
             for part in ("client", "cluster"):
                 if hasattr(self, part):

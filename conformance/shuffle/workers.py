@@ -160,12 +160,20 @@ def fork_server_with(environ: dict[str, Any]) -> None:
 
     if dask.config.get("distributed.worker.multiprocessing-method") != "forkserver":
         return
+    pid = fork_server_pid()
+    if pid is not None and _lacks(_started_with(pid), environ):
+        from multiprocessing import forkserver
+
+        forkserver._forkserver._stop()
+
+
+def fork_server_pid() -> int | None:
+    """The pid of this process's multiprocessing fork server, if one runs (it lives as long as
+    this process does, and is no worker: stress's cleanup check leaves it out)."""
     from multiprocessing import forkserver
 
-    server = forkserver._forkserver  # the module's one server, as multiprocessing uses it
-    pid = getattr(server, "_forkserver_pid", None)
-    if pid is not None and _lacks(_started_with(pid), environ):
-        server._stop()
+    # the module's one server, as multiprocessing uses it (private: no public way to ask)
+    return getattr(forkserver._forkserver, "_forkserver_pid", None)
 
 
 def _environ_lacking(environ: dict[str, Any]) -> dict[str, str | None] | None:
@@ -173,10 +181,15 @@ def _environ_lacking(environ: dict[str, Any]) -> dict[str, str | None] | None:
     return None if started is None else _lacks(started, environ)
 
 
-def check_worker_environ(client: distributed.Client, environ: dict[str, Any]) -> None:
+def check_worker_environ(
+    client: distributed.Client, environ: dict[str, Any], n_workers: int = 1, timeout: float = 60.0
+) -> None:
     """Every worker process started with ``environ``, read in the worker itself: the RSS the
-    suite judges (14.20) depends on the allocator settings of :data:`WORKER_ENVIRON`."""
-    lacking = {w: e for w, e in client.run(_environ_lacking, environ).items() if e}
+    suite judges (14.20) depends on the allocator settings of :data:`WORKER_ENVIRON`. Waits
+    (up to ``timeout``) for ``n_workers`` first: on a loaded machine workers register after
+    the cluster object returns, and a check of fewer would pass the others unseen."""
+    found, _ = poll_workers(client, n_workers, timeout)
+    lacking = {w: e for w, e in client.run(_environ_lacking, environ, workers=found or None).items() if e}
     if lacking:
         raise RuntimeError(
             "workers started without the environment the suite set (distributed's "
